@@ -1,0 +1,110 @@
+// The sampling engine: sources -> row -> ring, on one background thread that never touches Python.
+#pragma once
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ring.hpp"
+#include "source.hpp"
+
+namespace sysprof {
+
+// Records the latest message per source; written on error paths only.
+class ErrorLog {
+ public:
+  void set(const char* source, const std::string& msg);
+  std::map<std::string, std::string> snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> errors_;
+};
+
+// An ordered set of sources filling one row. Not thread-safe: each thread owns its own collector.
+class Collector {
+ public:
+  // Opens every enabled source; one that fails is left out and its reason logged.
+  Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log);
+  // Same sources and layout, own files and baselines.
+  Collector(const Collector& other, const Config& cfg, ErrorLog& log);
+  // Fills row[0, width()); a failing source gives NaN and logs why; the others are unaffected.
+  void sample(int64_t mono_ns, double* row);
+  size_t width() const { return width_; }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Source> src;
+    size_t offset;
+    std::string err;  // reused buffer: repeated errors do not allocate
+    std::string last_logged;
+  };
+  std::vector<Slot> slots_;
+  size_t width_ = 0;
+  ErrorLog* log_;
+};
+
+// Sample-cost histogram: log-linear buckets (16 per power of two, ~6 % resolution), lock-free.
+class CostHistogram {
+ public:
+  void record(uint64_t ns);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  double mean() const;
+  double quantile(double q) const;
+
+ private:
+  static constexpr int kBuckets = 16 + 60 * 16;
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+  std::atomic<uint64_t> count_{0}, sum_{0};
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const Config& cfg);
+  ~Sampler();
+
+  const std::vector<std::string>& channels() const { return channels_; }
+  std::map<std::string, std::string> errors() const { return log_.snapshot(); }
+  void start();
+  void stop();  // joins the thread
+  bool running() const { return thread_.joinable(); }
+  // Synchronous sample from a second collector; rates relative to the previous call.
+  int64_t sample_now(double* row);
+  // Consumer side of the ring; callers serialize through drain_mutex().
+  size_t drain(size_t max_rows, int64_t* ts, double* values) { return ring_.pop(max_rows, ts, values); }
+  std::mutex& drain_mutex() { return drain_mu_; }
+  size_t buffered() const { return size_t(ring_.counts().buffered); }
+
+  struct Stats {
+    uint64_t taken, dropped, drained, buffered, missed_deadlines;
+    double sample_ns_mean, sample_ns_p99, sample_ns_max;
+  };
+  Stats stats() const;
+
+ private:
+  void run();
+
+  Config cfg_;
+  std::vector<std::string> channels_;
+  ErrorLog log_;
+  Collector collector_;  // owned by the sampler thread while it runs
+  std::unique_ptr<Collector> sync_collector_;
+  std::mutex sync_mu_;
+  Ring ring_;
+  std::vector<double> row_;
+  std::thread thread_;
+  std::mutex mu_;  // guards stop_ for the sleeping thread
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::mutex drain_mu_;
+  std::atomic<uint64_t> missed_{0};
+  std::atomic<uint64_t> max_ns_{0};
+  CostHistogram cost_;
+};
+
+}  // namespace sysprof

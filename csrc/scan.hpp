@@ -1,0 +1,103 @@
+// Allocation-free scanning of /proc text. Every function works on [p, end) and never reads past end.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace sysprof {
+
+struct Cursor {
+  const char* p;
+  const char* end;
+  bool done() const { return p >= end; }
+};
+
+inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
+inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+inline void skip_blanks(Cursor& c) {
+  while (c.p < c.end && is_blank(*c.p)) ++c.p;
+}
+
+// Saturates at UINT64_MAX instead of wrapping: a corrupt value must never read as a small one.
+inline bool parse_u64(Cursor& c, uint64_t& v) {
+  skip_blanks(c);
+  if (c.p >= c.end || !is_digit(*c.p)) return false;
+  uint64_t x = 0;
+  bool sat = false;
+  while (c.p < c.end && is_digit(*c.p)) {
+    unsigned d = unsigned(*c.p - '0');
+    if (!sat && (x > (UINT64_MAX - d) / 10)) sat = true;
+    if (!sat) x = x * 10 + d;
+    ++c.p;
+  }
+  v = sat ? UINT64_MAX : x;
+  return true;
+}
+
+// Signed integer (some /proc/<pid>/stat fields are signed).
+inline bool parse_i64(Cursor& c, int64_t& v) {
+  skip_blanks(c);
+  bool neg = c.p < c.end && *c.p == '-';
+  if (neg) ++c.p;
+  uint64_t u;
+  if (!parse_u64(c, u)) return false;
+  if (u > uint64_t(INT64_MAX)) u = uint64_t(INT64_MAX);
+  v = neg ? -int64_t(u) : int64_t(u);
+  return true;
+}
+
+// Decimal digits as a double: never overflows, exact below 2^53.
+inline bool parse_digits_double(Cursor& c, double& v) {
+  skip_blanks(c);
+  if (c.p >= c.end || !is_digit(*c.p)) return false;
+  double x = 0;
+  while (c.p < c.end && is_digit(*c.p)) x = x * 10 + double(*c.p++ - '0');
+  v = x;
+  return true;
+}
+
+// "12.34" as in /proc/loadavg (no exponent, no sign). The fraction is divided once, so "0.12"
+// gives the same double as strtod.
+inline bool parse_decimal(Cursor& c, double& v) {
+  if (!parse_digits_double(c, v)) return false;
+  if (c.p < c.end && *c.p == '.') {
+    ++c.p;
+    double frac = 0, scale = 1;
+    while (c.p < c.end && is_digit(*c.p) && scale < 1e15) {
+      frac = frac * 10 + double(*c.p++ - '0');
+      scale *= 10;
+    }
+    while (c.p < c.end && is_digit(*c.p)) ++c.p;
+    v += frac / scale;
+  }
+  return true;
+}
+
+// Next whitespace-delimited token.
+inline std::string_view next_token(Cursor& c) {
+  skip_blanks(c);
+  const char* s = c.p;
+  while (c.p < c.end && !is_blank(*c.p) && *c.p != '\n') ++c.p;
+  return std::string_view(s, size_t(c.p - s));
+}
+
+// Splits a buffer into lines; the last line need not end in '\n'.
+class LineReader {
+ public:
+  LineReader(const char* data, size_t n) : p_(data), end_(data + n) {}
+  bool next(Cursor& line) {
+    if (p_ >= end_) return false;
+    const char* nl = static_cast<const char*>(std::memchr(p_, '\n', size_t(end_ - p_)));
+    const char* e = nl ? nl : end_;
+    line = Cursor{p_, e};
+    p_ = nl ? nl + 1 : end_;
+    return true;
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace sysprof

@@ -1,0 +1,111 @@
+// A source reads one /proc file (or NVML) and fills a fixed slice of each sample row.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <time.h>
+#include <vector>
+
+namespace sysprof {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Config {
+  int64_t interval_ns = 1000000;
+  size_t capacity = 65536;
+  bool cpu = true, per_cpu = false, memory = true, disk = true, net = true;
+  bool load = false, process = false, gpu = false;
+  int64_t pid = -1;  // -1: this process (/proc/self)
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual const char* name() const = 0;
+  // Opens files and discovers devices; appends this source's channel names. False: source unusable.
+  virtual bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) = 0;
+  // A fresh instance with the same device layout (same channels), its own files and baselines.
+  virtual std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const = 0;
+  // Reads and fills out[0, width()). mono_ns: CLOCK_MONOTONIC of this tick, for rates.
+  // On failure fills NaN, sets err and returns false. Must not allocate on success.
+  virtual bool sample(int64_t mono_ns, double* out, std::string& err) = 0;
+  size_t width() const { return width_; }
+
+ protected:
+  size_t width_ = 0;
+};
+
+// Sources by name: cpu, memory (with swap), disk, net, load, process.
+std::unique_ptr<Source> make_cpu_source();
+std::unique_ptr<Source> make_meminfo_source();
+std::unique_ptr<Source> make_diskstats_source();
+std::unique_ptr<Source> make_netdev_source();
+std::unique_ptr<Source> make_loadavg_source();
+std::unique_ptr<Source> make_process_source();
+
+// A monotonically increasing kernel counter. Unwraps 32-bit wrap-around (value before < 2^32,
+// value after < before); any other decrease is a reset and gives a delta of 0.
+struct Counter {
+  uint64_t prev = 0;
+  uint64_t offset = 0;  // added by unwrapping, keeps the total monotonic
+  bool valid = false;
+
+  // Returns the delta since the previous update (0 on the first one).
+  uint64_t update(uint64_t raw) {
+    if (!valid) {
+      prev = raw;
+      valid = true;
+      return 0;
+    }
+    uint64_t d = 0;
+    if (raw >= prev) {
+      d = raw - prev;
+    } else if (prev < (uint64_t(1) << 32)) {
+      d = raw + (uint64_t(1) << 32) - prev;
+      offset += uint64_t(1) << 32;
+    }
+    prev = raw;
+    return d;
+  }
+  double total() const { return double(prev + offset); }
+};
+
+inline int64_t clock_ns(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+inline int64_t mono_now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+inline int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
+
+inline double rate(uint64_t delta, double dt_s) { return dt_s > 0 ? double(delta) / dt_s : kNaN; }
+
+inline void fill_nan(double* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = kNaN;
+}
+
+// Finds a named device among those discovered at open. /proc lists devices in a stable order, so
+// the one after the previous match is tried first: O(1) per line in the steady state.
+template <class Device>
+Device* find_device(std::vector<Device>& devices, std::string_view name, size_t& hint) {
+  if (hint < devices.size() && devices[hint].name == name) return &devices[hint++];
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].name == name) {
+      hint = i + 1;
+      return &devices[i];
+    }
+  return nullptr;
+}
+
+// Path under a root: root + "/" + rel, without doubling the slash.
+inline std::string join(const std::string& root, const char* rel) {
+  if (!root.empty() && root.back() == '/') return root + rel;
+  return root + "/" + rel;
+}
+
+}  // namespace sysprof

@@ -1,0 +1,234 @@
+// /proc/stat: aggregate and per-CPU busy percent from tick deltas (Documentation/filesystems/proc.rst, 1.8).
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include "proc_file.hpp"
+#include "scan.hpp"
+#include "source.hpp"
+
+namespace sysprof {
+namespace {
+
+// user nice system idle iowait irq softirq steal. guest and guest_nice (fields 9, 10) are already
+// counted inside user and nice, so they are read past but never added.
+constexpr int kModes = 8;
+constexpr int kIdle = 3, kIowait = 4;
+constexpr const char* kModeNames[kModes] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
+
+using Ticks = std::array<uint64_t, kModes>;
+
+// Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10.
+bool parse_ticks(Cursor& c, Ticks& t) {
+  int n = 0;
+  uint64_t v;
+  while (n < 10 && parse_u64(c, v)) {
+    if (n < kModes) t[size_t(n)] = v;
+    ++n;
+  }
+  if (n < 4) return false;
+  for (int i = std::min(n, kModes); i < kModes; ++i) t[size_t(i)] = 0;
+  return true;
+}
+
+// Splits a "cpu..." line: id -1 for the aggregate line, else N of "cpuN". False if not a cpu line.
+bool cpu_line_id(Cursor& c, long& id) {
+  if (c.end - c.p < 3 || std::memcmp(c.p, "cpu", 3) != 0) return false;
+  c.p += 3;
+  if (c.p < c.end && is_blank(*c.p)) {
+    id = -1;
+    return true;
+  }
+  uint64_t v;
+  if (!parse_u64(c, v) || v > 1u << 20) return false;
+  id = long(v);
+  return true;
+}
+
+// One CPU (or the aggregate): hold-last percent, because at sub-tick intervals most reads see no
+// new tick, and "no tick elapsed" carries no information.
+struct TickState {
+  Ticks prev{};
+  bool valid = false;
+  std::array<double, kModes + 1> last;  // busy, then the 8 modes
+  TickState() { last.fill(kNaN); }
+
+  void update(const Ticks& now) {
+    if (!valid) {
+      prev = now;
+      valid = true;
+      return;
+    }
+    Ticks d;
+    uint64_t total = 0;
+    for (size_t i = 0; i < kModes; ++i) {
+      d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0
+      if (now[i] < prev[i]) prev[i] = now[i];
+      total += d[i];
+    }
+    if (total == 0) return;
+    double scale = 100.0 / double(total);
+    last[0] = double(total - d[kIdle] - d[kIowait]) * scale;
+    for (size_t i = 0; i < kModes; ++i) last[i + 1] = double(d[i]) * scale;
+    prev = now;
+  }
+  void invalidate() {
+    valid = false;
+    last.fill(kNaN);
+  }
+};
+
+// Parses "0-3,8,10-11" (sysfs cpu list format).
+void parse_cpu_list(const std::string& s, std::vector<long>& ids) {
+  Cursor c{s.data(), s.data() + s.size()};
+  while (!c.done()) {
+    uint64_t a, b;
+    if (!parse_u64(c, a)) break;
+    b = a;
+    if (c.p < c.end && *c.p == '-') {
+      ++c.p;
+      if (!parse_u64(c, b)) break;
+    }
+    for (uint64_t i = a; i <= b && i <= (1u << 20); ++i) ids.push_back(long(i));
+    if (c.p < c.end && *c.p == ',') ++c.p;
+    else break;
+  }
+}
+
+class CpuSource final : public Source {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
+    per_cpu_ = cfg.per_cpu;
+    if (!file_.open(join(cfg.proc_root, "stat"), err, true)) return false;
+    std::vector<long> ids;
+    bool have_aggregate = false;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c)) {
+      Cursor line = c;
+      long id;
+      if (!cpu_line_id(c, id)) continue;
+      Ticks t;
+      if (!parse_ticks(c, t)) {
+        err = file_.path() + ": malformed cpu line skipped: '" + std::string(line.p, line.end) + "'";
+        continue;
+      }
+      if (id < 0) have_aggregate = true;
+      else ids.push_back(id);
+    }
+    if (!have_aggregate) {
+      if (err.empty()) err = file_.path() + ": no aggregate 'cpu' line";
+      return false;
+    }
+    if (per_cpu_) {
+      // CPUs offline now still get a channel if sysfs says they are possible.
+      std::ifstream possible(join(cfg.sys_root, "devices/system/cpu/possible"));
+      std::string line;
+      if (possible && std::getline(possible, line)) parse_cpu_list(line, ids);
+      std::sort(ids.begin(), ids.end());
+      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+      ids_ = ids;
+    }
+    layout(channels);
+    std::string warning = err;  // a malformed per-CPU line is reported, not fatal
+    if (!read_all(err)) return false;
+    if (err.empty()) err = warning;
+    return true;
+  }
+
+  std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const override {
+    auto s = std::make_unique<CpuSource>();
+    s->per_cpu_ = per_cpu_;
+    s->ids_ = ids_;
+    std::vector<std::string> unused;
+    s->layout(unused);
+    if (!s->file_.open(join(cfg.proc_root, "stat"), err, true) || !s->read_all(err)) return nullptr;
+    return s;
+  }
+
+  bool sample(int64_t, double* out, std::string& err) override {
+    if (!read_all(err)) {
+      fill_nan(out, width_);
+      return false;
+    }
+    for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
+    for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
+    if (err_line_) err = file_.path() + ": malformed cpu line skipped: '" + std::string(err_line_, err_end_) + "'";
+    return true;
+  }
+
+ private:
+  void layout(std::vector<std::string>& channels) {
+    channels.push_back("cpu/percent");
+    for (auto m : kModeNames) channels.push_back(std::string("cpu/") + m + "_percent");
+    long max_id = -1;
+    for (long id : ids_) {
+      channels.push_back("cpu/" + std::to_string(id) + "/percent");
+      max_id = std::max(max_id, id);
+    }
+    slot_of_.assign(size_t(max_id + 1), -1);
+    for (size_t k = 0; k < ids_.size(); ++k) slot_of_[size_t(ids_[k])] = int(k);
+    per_.assign(ids_.size(), TickState());
+    seen_.assign(ids_.size(), 0);
+    width_ = kModes + 1 + ids_.size();
+  }
+
+  // Reads the file and updates every state; per-CPU lines are matched by id, absent ones are offline.
+  bool read_all(std::string& err) {
+    err_line_ = nullptr;
+    if (!file_.read(err)) return false;
+    std::fill(seen_.begin(), seen_.end(), 0);
+    bool have_aggregate = false;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c)) {
+      Cursor line = c;
+      long id;
+      if (!cpu_line_id(c, id)) {
+        if (have_aggregate) break;  // cpu lines come first; the rest (intr, ctxt, ...) is not ours
+        continue;
+      }
+      Ticks t;
+      if (!parse_ticks(c, t)) {
+        err_line_ = line.p;
+        err_end_ = line.end;
+        continue;
+      }
+      if (id < 0) {
+        total_.update(t);
+        have_aggregate = true;
+        if (!per_cpu_) break;
+      } else if (size_t(id) < slot_of_.size() && slot_of_[size_t(id)] >= 0) {
+        size_t k = size_t(slot_of_[size_t(id)]);
+        per_[k].update(t);
+        seen_[k] = 1;
+      }
+    }
+    for (size_t k = 0; k < per_.size(); ++k)
+      if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
+    if (!have_aggregate) {
+      err = file_.path() + ": no aggregate 'cpu' line";
+      return false;
+    }
+    return true;
+  }
+
+  ProcFile file_;
+  bool per_cpu_ = false;
+  std::vector<long> ids_;
+  std::vector<int> slot_of_;
+  TickState total_;
+  std::vector<TickState> per_;
+  std::vector<char> seen_;
+  const char* err_line_ = nullptr;
+  const char* err_end_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_cpu_source() { return std::make_unique<CpuSource>(); }
+
+}  // namespace sysprof

@@ -1,0 +1,116 @@
+// /proc/meminfo: memory and swap in bytes (Documentation/filesystems/proc.rst, "meminfo").
+#include <cstring>
+
+#include "proc_file.hpp"
+#include "scan.hpp"
+#include "source.hpp"
+
+namespace sysprof {
+namespace {
+
+enum Key { kMemTotal, kMemFree, kMemAvailable, kBuffers, kCached, kDirty, kWriteback, kSwapTotal, kSwapFree, kKeys };
+constexpr const char* kKeyNames[kKeys] = {"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
+                                          "Dirty", "Writeback", "SwapTotal", "SwapFree"};
+
+constexpr const char* kChannels[] = {
+    "memory/total_bytes",   "memory/available_bytes", "memory/used_bytes",      "memory/free_bytes",
+    "memory/buffers_bytes", "memory/cached_bytes",    "memory/dirty_bytes",     "memory/writeback_bytes",
+    "memory/used_percent",  "swap/total_bytes",       "swap/used_bytes",        "swap/free_bytes"};
+constexpr size_t kWidth = sizeof(kChannels) / sizeof(kChannels[0]);
+
+int key_index(const char* k, size_t n) {
+  for (int i = 0; i < kKeys; ++i)
+    if (std::strlen(kKeyNames[i]) == n && std::memcmp(kKeyNames[i], k, n) == 0) return i;
+  return -1;
+}
+
+class MeminfoSource final : public Source {
+ public:
+  MeminfoSource() { width_ = kWidth; }
+  const char* name() const override { return "memory"; }
+
+  bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
+    if (!file_.open(join(cfg.proc_root, "meminfo"), err, true)) return false;
+    double out[kWidth];
+    if (!parse(out, err)) return false;
+    for (auto c : kChannels) channels.push_back(c);
+    return true;
+  }
+
+  std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const override {
+    auto s = std::make_unique<MeminfoSource>();
+    if (!s->file_.open(join(cfg.proc_root, "meminfo"), err, true)) return nullptr;
+    return s;
+  }
+
+  bool sample(int64_t, double* out, std::string& err) override {
+    if (!file_.read(err) || !parse(out, err)) {
+      fill_nan(out, width_);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  bool parse(double* out, std::string& err) {
+    double v[kKeys];
+    unsigned found = 0;
+    const char* bad = nullptr;
+    const char* bad_end = nullptr;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c) && found != (1u << kKeys) - 1) {
+      const char* colon = static_cast<const char*>(std::memchr(c.p, ':', size_t(c.end - c.p)));
+      if (!colon) {
+        if (c.p != c.end) bad = c.p, bad_end = c.end;
+        continue;
+      }
+      int k = key_index(c.p, size_t(colon - c.p));
+      if (k < 0) continue;
+      Cursor val{colon + 1, c.end};
+      double x;
+      if (!parse_digits_double(val, x)) {
+        bad = c.p, bad_end = c.end;
+        continue;
+      }
+      skip_blanks(val);
+      if (val.end - val.p >= 2 && val.p[0] == 'k' && val.p[1] == 'B') x *= 1024.0;  // kB is KiB here
+      v[k] = x;
+      found |= 1u << k;
+    }
+    auto has = [&](int k) { return (found >> k) & 1u; };
+    if (!has(kMemTotal) || !has(kMemFree)) {
+      err = file_.path() + (bad ? ": malformed line: '" + std::string(bad, bad_end) + "'" : std::string(": no MemTotal/MemFree"));
+      return false;
+    }
+    auto get = [&](int k) { return has(k) ? v[k] : kNaN; };
+    double total = v[kMemTotal], free = v[kMemFree];
+    // MemAvailable appeared in 3.14; before it, free + buffers + page cache is the usual estimate.
+    double avail = has(kMemAvailable) ? v[kMemAvailable]
+                                      : free + (has(kBuffers) ? v[kBuffers] : 0) + (has(kCached) ? v[kCached] : 0);
+    double used = total > avail ? total - avail : 0.0;
+    out[0] = total;
+    out[1] = avail;
+    out[2] = used;
+    out[3] = free;
+    out[4] = get(kBuffers);
+    out[5] = get(kCached);
+    out[6] = get(kDirty);
+    out[7] = get(kWriteback);
+    out[8] = total > 0 ? 100.0 * used / total : kNaN;
+    double st = get(kSwapTotal), sf = get(kSwapFree);
+    out[9] = st;
+    out[10] = st > sf ? st - sf : (st == st && sf == sf ? 0.0 : kNaN);
+    out[11] = sf;
+    if (bad) err = file_.path() + ": malformed line skipped: '" + std::string(bad, bad_end) + "'";
+    return true;
+  }
+
+  ProcFile file_;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_meminfo_source() { return std::make_unique<MeminfoSource>(); }
+
+}  // namespace sysprof

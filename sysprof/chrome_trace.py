@@ -1,0 +1,246 @@
+"""Chrome trace-event JSON files: the one place in sysprof that writes and reads them.
+
+File layout (Composer's): a JSON array, ``[`` newline, one event object per line separated by ``,`` newline, then
+newline ``]`` newline. A ``.gz`` suffix means gzip compression. The Chrome trace format allows the closing ``]`` to
+be missing, so a file cut short by a crash is still a trace: :func:`read_trace` accepts it (dropping a partial last
+event) and :func:`repair_trace` rewrites it as strict JSON.
+
+Event objects are written with the standard library's ``json`` (ASCII output); float NaN and +/-inf, which strict
+JSON cannot represent, are written as ``null``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import os
+import pathlib
+import tempfile
+from typing import Any, Iterable, Union
+
+__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+_DECODER = json.JSONDecoder()
+
+
+def _finite(obj: Any) -> Any:
+    """Copy of ``obj`` with every non-finite float replaced by ``None`` (recursing into dicts, lists, tuples)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def encode_event(event: dict) -> str:
+    """Encode one trace event as a single line of strict JSON text (NaN/inf -> ``null``).
+
+    Raises:
+        TypeError: a value is not JSON serializable.
+    """
+    try:
+        return _ENCODER.encode(event)
+    except ValueError:  # a NaN or infinity somewhere (rare): sanitize a copy
+        return _ENCODER.encode(_finite(event))
+
+
+def _is_gzip(path: PathLike) -> bool:
+    return os.fspath(path).endswith(".gz")
+
+
+class ChromeTraceWriter:
+    """Stream trace events to a Chrome trace-event JSON file (``.json``, or gzip when the name ends in ``.gz``).
+
+    Events are encoded and handed to the file as they are written (nothing is kept in memory beyond the file
+    object's buffer). Not thread-safe: serialize calls from several threads.
+
+    Args:
+        path: file to create.
+        overwrite: replace an existing file instead of raising.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is false.
+        OSError: (e.g. ``PermissionError``, ``FileNotFoundError``) the file cannot be created; raised here, at
+            construction, so a bad path fails before any profiling happens.
+
+    Attributes:
+        path (pathlib.Path): the file being written.
+    """
+
+    def __init__(self, path: PathLike, *, overwrite: bool = False) -> None:
+        self.path = pathlib.Path(path)
+        mode = "w" if overwrite else "x"
+        if _is_gzip(self.path):
+            self._file: Any = io.TextIOWrapper(gzip.open(self.path, mode + "b"), encoding="ascii", newline="\n")
+        else:
+            self._file = open(self.path, mode, encoding="ascii", newline="\n")
+        self._closed = False
+        self._count = 0
+        self._bytes = 0
+        self._put("[\n")
+
+    def _put(self, text: str) -> None:
+        self._file.write(text)
+        self._bytes += len(text)  # ASCII: one byte per character
+
+    def write(self, event: dict) -> None:
+        """Append one trace event (a JSON-serializable ``dict``).
+
+        Raises:
+            ValueError: the writer is closed.
+            TypeError: the event is not JSON serializable (nothing is written).
+        """
+        if self._closed:
+            raise ValueError(f"ChromeTraceWriter for {self.path} is closed")
+        text = encode_event(event)
+        self._put(text if self._count == 0 else ",\n" + text)
+        self._count += 1
+
+    def write_many(self, events: Iterable[dict]) -> None:
+        """Append every event of ``events`` (an iterable of dicts), in order."""
+        for event in events:
+            self.write(event)
+
+    def flush(self) -> None:
+        """Push everything written so far to the operating system (gzip: a ``Z_SYNC_FLUSH`` block).
+
+        Afterwards :func:`read_trace` on :attr:`path` returns every event written so far. No-op once closed.
+        """
+        if not self._closed:
+            self._file.flush()  # TextIOWrapper -> GzipFile.flush(), whose default mode is zlib.Z_SYNC_FLUSH
+
+    def close(self) -> None:
+        """Write the closing ``]`` and close the file. Calling it again does nothing."""
+        if self._closed:
+            return
+        try:
+            self._put("\n]\n")
+        finally:
+            self._closed = True
+            self._file.close()
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of JSON text written so far, before compression (includes the brackets)."""
+        return self._bytes
+
+    @property
+    def events_written(self) -> int:
+        """Number of events written so far."""
+        return self._count
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def __enter__(self) -> "ChromeTraceWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _read_text(path: PathLike) -> str:
+    """Whole text of ``path``, decompressing ``.gz``; a truncated gzip stream yields the data decoded so far."""
+    if not _is_gzip(path):
+        with open(path, "r", encoding="utf-8") as f:
+            return f.read()
+    chunks = []
+    with gzip.open(path, "rb") as f:
+        try:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except (EOFError, gzip.BadGzipFile):
+            pass  # truncated stream: keep what was decoded
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _parse_events(text: str) -> list:
+    """Parse trace text into a list of event dicts, tolerating a truncated array.
+
+    Accepts a JSON array of events (possibly missing its ``]``, with a partial last event dropped), or a JSON
+    object with a ``traceEvents`` list (the Chrome "JSON Object Format", e.g. torch's traces).
+
+    Raises:
+        ValueError: the text is neither of these.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        events = data.get("traceEvents")
+        if not isinstance(events, list):
+            raise ValueError("trace JSON object has no 'traceEvents' list")
+        return events
+    # Truncated array: decode event by event until the text runs out or stops parsing.
+    pos = len(text) - len(text.lstrip())
+    if not text.startswith("[", pos):
+        raise ValueError("not a Chrome trace: expected a JSON array or object")
+    pos += 1
+    events = []
+    n = len(text)
+    while pos < n:
+        while pos < n and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n or text[pos] == "]":
+            break
+        try:
+            obj, pos = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            break  # partial last event
+        events.append(obj)
+    return events
+
+
+def read_trace(path: PathLike) -> list:
+    """Read the events of a Chrome trace file (``.json`` or ``.json.gz``) as a list of dicts, in file order.
+
+    Tolerates a truncated file: a missing closing ``]``, a partial last event (dropped) or a cut gzip stream.
+
+    Raises:
+        FileNotFoundError / OSError: the file cannot be read.
+        ValueError: the content is not a Chrome trace (array of events or object with ``traceEvents``).
+    """
+    return _parse_events(_read_text(path))
+
+
+def repair_trace(path: PathLike) -> int:
+    """Rewrite a (possibly truncated) trace file at ``path`` as strict JSON, keeping every complete event.
+
+    The file is replaced atomically (written next to it, then renamed); its compression follows its name.
+
+    Returns:
+        int: the number of events kept.
+
+    Raises:
+        FileNotFoundError / OSError / ValueError: as :func:`read_trace`, or the directory is not writable.
+    """
+    path = pathlib.Path(path)
+    events = read_trace(path)
+    fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if _is_gzip(path) else ".json",
+                               dir=path.parent)
+    os.close(fd)
+    try:
+        with ChromeTraceWriter(tmp, overwrite=True) as writer:
+            writer.write_many(events)
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777)  # keep the original permissions, not mkstemp's 0600
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return len(events)

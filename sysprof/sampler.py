@@ -1,0 +1,187 @@
+"""The public sampler: one API over two backends.
+
+``native``: the C++ extension ``sysprof._native`` reads /proc on its own thread into a lock-free ring,
+never taking the GIL. ``psutil``: a Python thread reading psutil, for systems without /proc or without
+the extension. Both yield the same channels, names and units; this module is the only place that
+chooses between them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+try:
+    from . import _native
+    _NATIVE_ERROR: Optional[str] = None
+except ImportError as exc:  # extension not built, or built for another platform
+    _native = None
+    _NATIVE_ERROR = f"{type(exc).__name__}: {exc}"
+
+__all__ = ["Batch", "Sampler", "native_available"]
+
+BACKENDS = ("auto", "native", "psutil")
+
+
+def native_available() -> Tuple[bool, str]:
+    """Whether the native backend can be used here, and why not (``(True, "")`` when it can)."""
+    if _native is None:
+        return False, f"extension sysprof._native did not import ({_NATIVE_ERROR})"
+    if not os.path.exists("/proc/stat"):
+        return False, "no /proc/stat on this system"
+    return True, ""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows drained from a sampler.
+
+    Attributes:
+        timestamps_ns: int64 array of shape (n,): wall-clock time (ns since the Unix epoch, as
+            ``time.time_ns()``) at which each row was sampled.
+        values: float64 array of shape (n, len(channels)); NaN where a value was unavailable.
+        channels: the channel names, one per column.
+    """
+
+    timestamps_ns: np.ndarray
+    values: np.ndarray
+    channels: Tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.timestamps_ns.shape[0])
+
+    def column(self, channel: str) -> np.ndarray:
+        """float64 array (n,) of one channel. Raises KeyError for an unknown channel."""
+        try:
+            i = self.channels.index(channel)
+        except ValueError:
+            raise KeyError(channel) from None
+        return self.values[:, i]
+
+
+class Sampler:
+    """Samples system metrics every ``interval`` seconds on a background thread into a ring buffer.
+
+    Args:
+        interval: seconds between samples (> 0). Deadlines are absolute; a missed deadline is
+            skipped and counted in ``stats["missed_deadlines"]``.
+        cpu: ``cpu/percent`` and ``cpu/<mode>_percent`` from /proc/stat tick deltas.
+        per_cpu: also ``cpu/<id>/percent`` per CPU id (NaN while a CPU is offline).
+        memory: ``memory/*_bytes``, ``memory/used_percent`` and ``swap/*_bytes`` from /proc/meminfo.
+        disk: ``disk/<dev>/...`` per whole disk from /proc/diskstats (totals and ``*_per_second``).
+        net: ``net/<nic>/...`` per interface from /proc/net/dev (totals and ``*_per_second``).
+        load: ``load/1m``, ``load/5m``, ``load/15m``, ``load/procs_running``, ``load/procs_total``.
+        process: ``process/*`` of ``pid`` (default: this process) from /proc/<pid>/stat.
+        capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
+        backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
+        proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
+        pid: process to follow with ``process=True``; None for this process.
+        gpu: GPU channels (``gpu/<index>/...``), where supported.
+
+    Raises:
+        ValueError: naming the argument, for interval <= 0, capacity < 2, an unknown backend,
+            ``backend="native"`` where it is unavailable, or a custom proc_root with psutil.
+
+    All channels are float64 in Prometheus base units (bytes, seconds, percent); see README.
+    """
+
+    def __init__(self, interval: float = 0.001, cpu: bool = True, per_cpu: bool = False,
+                 memory: bool = True, disk: bool = True, net: bool = True, load: bool = False,
+                 process: bool = False, capacity: int = 65536, backend: str = "auto",
+                 proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
+                 gpu: bool = False) -> None:
+        if not isinstance(interval, (int, float)) or not interval > 0:
+            raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
+        if not isinstance(capacity, int) or capacity < 2:
+            raise ValueError(f"capacity must be an integer >= 2, got {capacity!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if pid is not None and (not isinstance(pid, int) or pid <= 0):
+            raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
+        ok, why = native_available()
+        if proc_root != "/proc" and _native is not None:
+            ok, why = True, ""  # a fixture tree needs no live /proc
+        if backend == "native" and not ok:
+            raise ValueError(f"backend='native' is unavailable: {why}")
+        self.backend = "native" if backend == "native" or (backend == "auto" and ok) else "psutil"
+        self.interval = float(interval)
+        self.capacity = capacity
+        flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
+                     process=process, gpu=gpu)
+        if self.backend == "native":
+            self._impl = _native.NativeSampler(
+                interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
+                pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root, **flags)
+        else:
+            if proc_root != "/proc":
+                raise ValueError("proc_root other than '/proc' needs the native backend "
+                                 f"(psutil reads the live system): {why}")
+            from .psutil_backend import PsutilSampler
+            self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
+                                       sys_root=sys_root, **flags)
+        self.channels: Tuple[str, ...] = tuple(self._impl.channels)
+        self._index = {c: i for i, c in enumerate(self.channels)}
+
+    @property
+    def errors(self) -> Dict[str, str]:
+        """Source name ("cpu", "memory", "disk", "net", "load", "process", "gpu") -> latest problem.
+
+        A source that could not be opened has no channels; one failing later reads NaN for that row.
+        """
+        return dict(self._impl.errors)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._impl.running)
+
+    def start(self) -> "Sampler":
+        """Starts the sampling thread. Raises RuntimeError if it is already running."""
+        if self._impl.running:
+            raise RuntimeError("Sampler is already running")
+        self._impl.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops and joins the sampling thread; rows stay buffered for ``drain()``. Idempotent."""
+        self._impl.stop()
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def drain(self, max_rows: Optional[int] = None) -> Batch:
+        """Removes and returns the buffered rows, oldest first (at most ``max_rows``).
+
+        The copy runs with the GIL released (native backend).
+        """
+        ts, values = self._impl.drain(-1 if max_rows is None else int(max_rows))
+        return Batch(ts, values, self.channels)
+
+    def sample(self) -> Dict[str, float]:
+        """Reads every channel now, on the calling thread, independently of the sampling thread.
+
+        Rates and percents are relative to the previous ``sample()`` call (or to construction).
+        Returns a dict channel -> float.
+        """
+        _, row = self._impl.sample()
+        return dict(zip(self.channels, row.tolist()))
+
+    @property
+    def stats(self) -> Dict[str, float]:
+        """taken, dropped, drained, buffered, missed_deadlines (counts) and the thread's cost per
+        sample: sample_ns_mean, sample_ns_p99, sample_ns_max (ns). taken == drained + dropped + buffered.
+        """
+        return dict(self._impl.stats)
+
+    def __repr__(self) -> str:
+        return (f"Sampler(backend={self.backend!r}, interval={self.interval}, "
+                f"channels={len(self.channels)}, running={self.running})")
+
+    def __del__(self) -> None:
+        impl = getattr(self, "_impl", None)
+        if impl is not None:
+            impl.stop()
