@@ -25,6 +25,7 @@ std::unique_ptr<Source> make_source(const std::string& name) {
   if (name == "net") return make_netdev_source();
   if (name == "load") return make_loadavg_source();
   if (name == "process") return make_process_source();
+  if (name == "gpu") return make_nvml_source();
   return nullptr;
 }
 
@@ -36,6 +37,7 @@ std::vector<std::string> enabled_sources(const Config& cfg) {
   if (cfg.net) names.push_back("net");
   if (cfg.load) names.push_back("load");
   if (cfg.process) names.push_back("process");
+  if (cfg.gpu) names.push_back("gpu");
   return names;
 }
 

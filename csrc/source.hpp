@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,6 +36,10 @@ class Source {
   // On failure fills NaN, sets err and returns false. Must not allocate on success.
   virtual bool sample(int64_t mono_ns, double* out, std::string& err) = 0;
   size_t width() const { return width_; }
+  // Static facts about discovered devices (e.g. GPU name and UUID); empty for most sources.
+  virtual std::vector<std::map<std::string, std::string>> devices() const { return {}; }
+  // Called before the sampler thread is joined (e.g. to stop waiting on a hung driver call).
+  virtual void shutdown() {}
 
  protected:
   size_t width_ = 0;
@@ -47,6 +52,7 @@ std::unique_ptr<Source> make_diskstats_source();
 std::unique_ptr<Source> make_netdev_source();
 std::unique_ptr<Source> make_loadavg_source();
 std::unique_ptr<Source> make_process_source();
+std::unique_ptr<Source> make_nvml_source();  // gpu: NVML loaded with dlopen at run time
 
 // A monotonically increasing kernel counter. Unwraps 32-bit wrap-around (value before < 2^32,
 // value after < before); any other decrease is a reset and gives a delta of 0.

@@ -153,15 +153,15 @@ class DiskstatsSource final : public Source {
       o[1] = d->c[kSectorsWritten].total() * kSectorBytes;
       o[2] = d->c[kReads].total();
       o[3] = d->c[kWrites].total();
-      o[4] = l.has_times ? d->c[kIoTicks].total() * 1e-3 : kNaN;
-      o[5] = l.has_times ? d->c[kReadTicks].total() * 1e-3 : kNaN;
-      o[6] = l.has_times ? d->c[kWriteTicks].total() * 1e-3 : kNaN;
+      o[4] = l.has_times ? d->c[kIoTicks].total() / 1000.0 : kNaN;
+      o[5] = l.has_times ? d->c[kReadTicks].total() / 1000.0 : kNaN;
+      o[6] = l.has_times ? d->c[kWriteTicks].total() / 1000.0 : kNaN;
       if (!had_baseline) dt = 0;  // reappeared device: no rate this tick
       o[7] = rate(delta[kSectorsRead], dt) * kSectorBytes;
       o[8] = rate(delta[kSectorsWritten], dt) * kSectorBytes;
       o[9] = rate(delta[kReads], dt);
       o[10] = rate(delta[kWrites], dt);
-      o[11] = l.has_times ? rate(delta[kIoTicks], dt) * 1e-3 : kNaN;
+      o[11] = l.has_times ? rate(delta[kIoTicks], dt) / 1000.0 : kNaN;
     }
     for (size_t k = 0; k < disks_.size(); ++k) {
       if (disks_[k].seen) continue;

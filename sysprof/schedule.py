@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable
 
-__all__ = ["ProfilerAction", "cyclic_schedule", "action_value"]
+__all__ = ["ProfilerAction", "cyclic_schedule", "action_value", "current_action"]
 
 
 def action_value(action: Any) -> str:
@@ -121,3 +121,16 @@ def cyclic_schedule(
         return ProfilerAction.ACTIVE
 
     return schedule
+
+
+def current_action(state: Any) -> str:
+    """String value of the profiler action for ``state`` (``state.profiler`` must not be ``None``).
+
+    Uses sysprof's cached :meth:`sysprof.Profiler.current_action` when available, otherwise evaluates
+    ``state.profiler.schedule(state)`` (e.g. for Composer's ``Profiler``).
+    """
+    profiler = state.profiler
+    fast = getattr(profiler, "current_action", None)
+    if fast is not None:
+        return fast(state)
+    return action_value(profiler.schedule(state))

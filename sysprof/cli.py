@@ -1,0 +1,1195 @@
+"""The ``sysprof`` command line: record a workload, report on a trace, plot it, inspect the machine.
+
+    sysprof record [-o TRACE] [--interval 1ms] [--cpu] [--per-cpu] [--memory] [--disk] [--net]
+                   [--gpu] [--load] [--process] [--all] [--duration SECONDS] [-- COMMAND ARGS...]
+    sysprof report TRACE [--json] [--plot FILE.png] [-k PATTERN] [--all]
+    sysprof info [--json]
+    sysprof repair TRACE
+    sysprof bench [ARGS...]          (runs benchmarks/run.py of a source checkout)
+
+Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tracing), written by
+``sysprof.chrome_trace.ChromeTraceWriter``:
+
+* ``"ph": "M"`` ``process_name`` events naming the system-counter process (sysprof's own pid) and,
+  with ``--process``, the followed command's pid.
+* one ``"ph": "i"`` instant event named ``"sysprof start"`` whose args hold the recording metadata
+  (``version``, ``command``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...);
+* ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
+  ``{"name": "a/b", "args": {"c": value}}``; NaN is written as ``null``. ``ts`` is in microseconds since
+  the Unix epoch (an integer, or a float with sub-microsecond digits when the interval is below 1 ms);
+* a ``"sysprof"`` counter event at each flush with the sampler's running ``taken``/``dropped``/
+  ``missed_deadlines``, so a truncated trace still tells how much was lost;
+* a final ``"ph": "i"`` event ``"sysprof stop"`` whose args hold the sampler's final ``stats``.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import os
+import platform
+import re
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROG = "sysprof"
+
+#: sources switched on by ``record`` when none is named
+DEFAULT_SOURCES = ("cpu", "memory", "disk", "net")
+#: the sampling interval used when ``--interval`` is not given
+DEFAULT_INTERVAL = "10ms"
+#: drain the sampler this often (seconds); flush the trace at least every FLUSH_PERIOD seconds
+DRAIN_PERIOD = 0.2
+FLUSH_PERIOD = 1.0
+STATUS_PERIOD = 0.5
+
+START_EVENT = "sysprof start"
+STOP_EVENT = "sysprof stop"
+STATS_COUNTER = "sysprof"
+
+
+class CLIError(Exception):
+    """An error reported as one line ``sysprof: <message>`` and exit status ``status``."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage block) and raise instead of exiting."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise CLIError(f"{message} (see '{self.prog} --help')", status=2)
+
+
+# --------------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------------
+
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
+               "m": 60.0, "min": 60.0, "h": 3600.0}
+_TIME_RE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z\u00b5]*)\s*")
+
+
+def parse_time(text: str) -> float:
+    """Parse ``1ms``, ``500us``, ``0.5s``, ``2`` (seconds), ``1m`` into seconds (> 0)."""
+    m = _TIME_RE.fullmatch(str(text).lower())
+    if not m or m.group(2) not in ("",) + tuple(_TIME_UNITS):
+        raise argparse.ArgumentTypeError(f"invalid time {text!r} (examples: 1ms, 500us, 0.5s, 2)")
+    value = float(m.group(1)) * _TIME_UNITS.get(m.group(2), 1.0)
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"time must be > 0, got {text!r}")
+    return value
+
+
+def format_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:g} ms"
+    return f"{s * 1e6:g} us"
+
+
+def human_bytes(n: float) -> str:
+    if n is None or not math.isfinite(n):
+        return "nan"
+    sign = "-" if n < 0 else ""
+    n = abs(float(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.2f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.2f} TiB"  # pragma: no cover
+
+
+def split_channel(name: str):
+    """Counter-event grouping of a channel: ``("disk/sda", "read_bytes")`` for ``disk/sda/read_bytes``.
+
+    The group is everything before the last '/'; a name without '/' forms its own group with key
+    ``"value"``. ``join_channel`` is the inverse."""
+    group, sep, key = name.rpartition("/")
+    if not sep:
+        return name, "value"
+    return group, key
+
+
+def join_channel(group: str, key: str) -> str:
+    return group if key == "value" and "/" not in group else f"{group}/{key}"
+
+
+_UNIT_RULES = (  # (suffix or marker on the base name, unit)
+    ("_bytes", "B"), ("bytes_", "B"), ("_percent", "%"), ("_seconds_total", "s"), ("_seconds", "s"),
+    ("_watts", "W"), ("_joules", "J"), ("_celsius", "\u00b0C"), ("_mhz", "MHz"), ("_hz", "Hz"),
+)
+
+
+def infer_unit(channel: str) -> str:
+    """Unit of a channel from its name: ``_bytes`` -> B, ``_percent`` -> %, ``_per_second`` -> /s, ..."""
+    key = channel.rsplit("/", 1)[-1]
+    rate = key.endswith("_per_second")
+    base = key[: -len("_per_second")] if rate else key
+    unit = ""
+    for marker, u in _UNIT_RULES:
+        if base.endswith(marker) or (marker.endswith("_") and base.startswith(marker)) or base == marker.strip("_"):
+            unit = u
+            break
+    if rate:
+        return f"{unit}/s" if unit else "/s"
+    return unit
+
+
+def format_value(v, unit: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "nan"
+    if unit in ("B", "B/s"):
+        return human_bytes(v) + ("/s" if unit == "B/s" else "")
+    if unit == "%":
+        return f"{v:.1f}"
+    if float(v).is_integer() and abs(v) < 1e15:
+        return f"{int(v):d}"
+    return f"{v:.4g}"
+
+
+def _jsonable(x):
+    """NaN/inf -> None, numpy scalars -> Python, recursively."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            x = x.item()
+        except (TypeError, ValueError):
+            return str(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _version() -> str:
+    try:
+        import sysprof
+
+        v = getattr(sysprof, "__version__", None)
+        if v:
+            return str(v)
+    except Exception:  # pragma: no cover - the CLI must still say something
+        pass
+    try:
+        from importlib.metadata import version
+
+        return version("sysprof")
+    except Exception:
+        return "unknown"
+
+
+def _import_sysprof():
+    try:
+        import sysprof
+        from sysprof.chrome_trace import ChromeTraceWriter, read_trace, repair_trace  # noqa: F401
+    except ImportError as e:
+        raise CLIError(f"cannot import the sysprof package: {e}") from None
+    return sysprof
+
+
+def _warn(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(f"{PROG}: warning: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# record
+# --------------------------------------------------------------------------------------------------
+
+class EventBuilder:
+    """Turns sampler batches into Chrome counter events, one event per channel group and row."""
+
+    def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False):
+        groups = {}
+        for i, ch in enumerate(channels):
+            group, key = split_channel(ch)
+            groups.setdefault(group, ([], []))
+            groups[group][0].append(i)
+            groups[group][1].append(key)
+        self.groups = []
+        for group, (idx, keys) in groups.items():
+            pid = process_pid if (process_pid is not None and group.split("/", 1)[0] == "process") else system_pid
+            self.groups.append((group, pid, idx, tuple(keys)))
+        self.float_ts = float_ts
+
+    def timestamps(self, ts_ns):
+        if self.float_ts:
+            return [round(t / 1000.0, 3) for t in ts_ns.tolist()]
+        return (ts_ns // 1000).tolist()
+
+    def events(self, batch):
+        n = len(batch)
+        if n == 0 or not self.groups:
+            return []
+        ts = self.timestamps(batch.timestamps_ns)
+        values = batch.values
+        cols = [(group, pid, keys, values[:, idx].tolist()) for group, pid, idx, keys in self.groups]
+        out = []
+        append = out.append
+        for r in range(n):
+            t = ts[r]
+            for group, pid, keys, rows in cols:
+                append({"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0, "args": dict(zip(keys, rows[r]))})
+        return out
+
+
+class _Signals:
+    """Installs handlers for SIGINT/SIGTERM/SIGHUP/SIGQUIT that forward to the child and record the stop.
+
+    A SIGINT/SIGQUIT/SIGHUP that the terminal sends reaches the whole foreground process group, child
+    included, so it is not sent a second time when sysprof and its child are that group; anything
+    else (``kill``, a scheduler's SIGTERM, sysprof started in the background) is forwarded."""
+
+    TTY_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+
+    def __init__(self):
+        self.child_pid = None
+        self.received = []
+        self.old = {}
+        self.wakeup_r = self.wakeup_w = None
+        self.old_wakeup = None
+
+    def install(self):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            try:
+                if signal.getsignal(sig) == signal.SIG_IGN and sig != signal.SIGTERM:
+                    continue  # started with it ignored (nohup, background job): keep it so, like a shell
+                self.old[sig] = signal.signal(sig, self._handler)
+            except (ValueError, OSError):  # not the main thread
+                pass
+        try:
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            self.old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            self.wakeup_r, self.wakeup_w = r, w
+        except (ValueError, OSError):
+            pass
+
+    def restore(self):
+        for sig, old in self.old.items():
+            try:
+                signal.signal(sig, old)
+            except (ValueError, OSError, TypeError):
+                pass
+        self.old.clear()
+        if self.wakeup_w is not None:
+            try:
+                signal.set_wakeup_fd(self.old_wakeup if self.old_wakeup is not None else -1)
+            except (ValueError, OSError):
+                pass
+            os.close(self.wakeup_r)
+            os.close(self.wakeup_w)
+            self.wakeup_r = self.wakeup_w = None
+
+    def drain_wakeup(self):
+        if self.wakeup_r is not None:
+            try:
+                while os.read(self.wakeup_r, 512):
+                    pass
+            except (BlockingIOError, OSError):
+                pass
+
+    @staticmethod
+    def _terminal_sent_it_to_child_too() -> bool:
+        try:
+            fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+        except OSError:
+            return False
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _handler(self, signum, frame):
+        self.received.append(signum)
+        pid = self.child_pid
+        if pid is None:
+            return
+        if signum in self.TTY_SIGNALS and self._terminal_sent_it_to_child_too():
+            return
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+class _Child:
+    """The recorded command: a Popen plus a pidfd to wait on (when the kernel has pidfd_open)."""
+
+    def __init__(self, argv):
+        self.popen = subprocess.Popen(argv, restore_signals=True)
+        self.pid = self.popen.pid
+        self.pidfd = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self.pidfd = os.pidfd_open(self.pid)
+            except OSError:
+                self.pidfd = None
+
+    def poll(self):
+        return self.popen.poll()
+
+    def close(self):
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
+def _exit_status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _resolve_command(argv):
+    exe = argv[0]
+    if os.sep in exe:
+        if not os.path.exists(exe):
+            raise CLIError(f"command not found: {exe}", status=127)
+        if os.path.isdir(exe) or not os.access(exe, os.X_OK):
+            raise CLIError(f"permission denied: {exe}", status=126)
+        return exe
+    found = shutil.which(exe)
+    if found is None:
+        raise CLIError(f"command not found: {exe}", status=127)
+    return found
+
+
+def _default_output() -> str:
+    return time.strftime("sysprof-%Y%m%d-%H%M%S.json")
+
+
+class _Status:
+    """The live status line on stderr (a terminal only)."""
+
+    def __init__(self, enabled: bool, path: str):
+        self.enabled = enabled
+        self.path = path
+        self.last = 0.0
+        self.shown = False
+
+    def update(self, elapsed, stats, nbytes, force=False):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < STATUS_PERIOD:
+            return
+        self.last = now
+        line = (f"{PROG}: {elapsed:7.1f} s  {int(stats.get('taken', 0)):>10,} samples  "
+                f"{int(stats.get('dropped', 0)):,} dropped  {human_bytes(nbytes)}  {self.path}")
+        sys.stderr.write("\r" + line + "\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self):
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _sources_from_args(args, have_target: bool):
+    names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process")
+    chosen = {n: bool(getattr(args, n)) for n in names}
+    if args.all:
+        chosen = {n: True for n in names}
+        chosen["process"] = have_target
+    elif not any(chosen.values()):
+        chosen.update({n: True for n in DEFAULT_SOURCES})
+    if chosen["per_cpu"]:
+        chosen["cpu"] = True
+    return chosen
+
+
+def cmd_record(args) -> int:
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.pid is not None and command:
+        raise CLIError("give either a command or --pid, not both", status=2)
+    target = bool(command) or args.pid is not None
+    if args.process and not target:
+        raise CLIError("--process follows a command (after --) or --pid PID; none given", status=2)
+    if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
+        raise CLIError(f"no such process: {args.pid}")
+    sources = _sources_from_args(args, target)
+    quiet = args.quiet
+    output = args.output or _default_output()
+
+    # ---- pre-flight: nothing runs before these pass ----
+    if command:
+        _resolve_command(command)
+    if os.path.lexists(output) and not args.force:
+        raise CLIError(f"output exists: {output} (use --force to overwrite)")
+    sysprof = _import_sysprof()
+    from sysprof.chrome_trace import ChromeTraceWriter
+
+    kwargs = dict(interval=args.interval, cpu=sources["cpu"], per_cpu=sources["per_cpu"],
+                  memory=sources["memory"], disk=sources["disk"], net=sources["net"], load=sources["load"],
+                  process=sources["process"], gpu=sources["gpu"], capacity=args.capacity, backend=args.backend)
+    follow_child = sources["process"] and bool(command)
+    if args.pid is not None and sources["process"]:
+        kwargs["pid"] = args.pid
+
+    def make_sampler(**extra):
+        kw = dict(kwargs, **extra)
+        try:
+            return sysprof.Sampler(**kw)
+        except (ValueError, TypeError) as e:
+            raise CLIError(f"cannot start the sampler: {e}") from None
+
+    try:
+        writer = ChromeTraceWriter(output, overwrite=args.force)
+    except FileExistsError:
+        raise CLIError(f"output exists: {output} (use --force to overwrite)") from None
+    except OSError as e:
+        raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
+
+    sampler = child = None
+    signals = _Signals()
+    try:
+        # validate the arguments (and warm up discovery) before anything is spawned
+        sampler = make_sampler(process=False) if follow_child else make_sampler()
+        if not follow_child:
+            sampler.start()  # before the command starts, so its start-up is in the trace
+        signals.install()
+        if command:
+            try:
+                child = _Child(command)
+            except FileNotFoundError:
+                raise CLIError(f"command not found: {command[0]}", status=127) from None
+            except PermissionError:
+                raise CLIError(f"permission denied: {command[0]}", status=126) from None
+            except OSError as e:
+                raise CLIError(f"cannot run {command[0]}: {e.strerror or e}", status=126) from None
+            signals.child_pid = child.pid
+            if follow_child:
+                sampler = make_sampler(pid=child.pid)
+                sampler.start()
+    except BaseException:
+        signals.restore()
+        if sampler is not None:
+            sampler.stop()
+        writer.close()
+        try:
+            os.unlink(output)
+        except OSError:
+            pass
+        if child is not None and child.poll() is None:  # pragma: no cover - only on a sampler failure
+            child.popen.kill()
+            child.popen.wait()
+        raise
+
+    for src, why in sorted(getattr(sampler, "errors", {}).items()):
+        if src == "gpu" and not args.gpu and args.all:
+            continue
+        _warn(f"{src}: {why}", quiet)
+
+    try:
+        return _record_loop(args, sysprof, sampler, writer, child, signals, command, output, quiet)
+    finally:
+        signals.restore()
+        if child is not None:
+            child.close()
+
+
+def _record_loop(args, sysprof, sampler, writer, child, signals, command, output, quiet) -> int:
+    my_pid = os.getpid()
+    proc_pid = child.pid if child is not None else args.pid
+    float_ts = args.interval < 1e-3
+    channels = tuple(sampler.channels)
+    builder = EventBuilder(channels, my_pid, proc_pid if any(c.startswith("process/") for c in channels) else None,
+                           float_ts=float_ts)
+    cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
+    t_start_ns = time.time_ns()
+    ts0 = t_start_ns / 1000.0 if float_ts else t_start_ns // 1000
+
+    head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0,
+             "args": {"name": "sysprof: system" + (f" ({cmdline})" if cmdline else "")}},
+            {"name": "process_sort_index", "ph": "M", "pid": my_pid, "tid": 0, "args": {"sort_index": 0}}]
+    if builder.groups and proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in builder.groups):
+        head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0,
+                  "args": {"name": cmdline[:200] or f"pid {proc_pid}"}},
+                 {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
+    meta = {
+        "version": _version(),
+        "command": command,
+        "command_line": cmdline,
+        "pid": proc_pid,
+        "recorder_pid": my_pid,
+        "interval_s": sampler.interval,
+        "backend": getattr(sampler, "backend", None),
+        "channels": list(channels),
+        "errors": dict(getattr(sampler, "errors", {})),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpu_count": os.cpu_count(),
+        "start_time_ns": t_start_ns,
+        "duration_limit_s": args.duration,
+    }
+    head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": ts0, "pid": my_pid, "tid": 0, "args": meta})
+    writer.write_many(head)
+    writer.flush()
+
+    status = _Status(enabled=not quiet and sys.stderr.isatty(), path=output)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    t0 = time.monotonic()
+    last_flush = t0
+    returncode = None
+    duration_hit = False
+    failure = None
+    try:
+        while True:
+            # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration to end
+            now = time.monotonic()
+            timeout = DRAIN_PERIOD if deadline is None else max(0.0, min(DRAIN_PERIOD, deadline - now))
+            fds = [fd for fd in ((child.pidfd if child is not None else None), signals.wakeup_r) if fd is not None]
+            try:
+                if fds:
+                    select.select(fds, [], [], timeout)
+                else:
+                    time.sleep(timeout)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
+                pass
+            signals.drain_wakeup()
+
+            batch = sampler.drain()
+            if len(batch):
+                writer.write_many(builder.events(batch))
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_PERIOD:
+                _write_stats_counter(writer, sampler, float_ts)
+                writer.flush()
+                last_flush = now
+            status.update(now - t0, sampler.stats, writer.bytes_written)
+
+            if child is not None:
+                returncode = child.poll()
+                if returncode is not None:
+                    break
+            elif args.pid is not None and not _pid_alive(args.pid):
+                break
+            elif signals.received:
+                break
+            if deadline is not None and now >= deadline:
+                duration_hit = True
+                break
+    except Exception as e:  # a failure while recording: keep what we have, still wait for the child
+        failure = e
+    finally:
+        try:
+            sampler.stop()
+            batch = sampler.drain()
+            if len(batch):
+                writer.write_many(builder.events(batch))
+            _write_stats_counter(writer, sampler, float_ts)
+            stats = dict(sampler.stats)
+        except Exception as e:  # pragma: no cover
+            failure = failure or e
+            stats = {}
+        t_end_ns = time.time_ns()
+        stop_args = {"stats": stats, "elapsed_s": (t_end_ns - t_start_ns) / 1e9,
+                     "signals": [signal.Signals(s).name for s in signals.received],
+                     "duration_reached": duration_hit, "errors": dict(getattr(sampler, "errors", {}))}
+        if returncode is not None:
+            stop_args["returncode"] = returncode
+        writer.write({"name": STOP_EVENT, "ph": "i", "s": "g",
+                      "ts": t_end_ns / 1000.0 if float_ts else t_end_ns // 1000,
+                      "pid": my_pid, "tid": 0, "args": stop_args})
+        writer.close()
+        status.clear()
+
+    if failure is not None:
+        print(f"{PROG}: recording stopped: {type(failure).__name__}: {failure}", file=sys.stderr, flush=True)
+
+    if child is not None and returncode is None:
+        if duration_hit and child.poll() is None:
+            # --duration with a command: like timeout(1), end the command once the time is up
+            try:
+                os.kill(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        returncode = _wait_child(child)
+
+    if not quiet:
+        taken = int(stats.get("taken", 0))
+        elapsed = (t_end_ns - t_start_ns) / 1e9
+        size = os.path.getsize(output) if os.path.exists(output) else writer.bytes_written
+        print(f"{PROG}: wrote {output}: {taken:,} samples in {elapsed:.1f} s "
+              f"({taken / elapsed if elapsed > 0 else 0:.0f}/s), {int(stats.get('dropped', 0)):,} dropped, "
+              f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}",
+              file=sys.stderr, flush=True)
+    if child is not None:
+        return _exit_status(returncode)
+    return 1 if failure is not None else 0
+
+
+def _wait_child(child) -> int:
+    while True:
+        try:
+            return child.popen.wait()
+        except KeyboardInterrupt:  # pragma: no cover - handlers are restored only after this
+            continue
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _write_stats_counter(writer, sampler, float_ts):
+    st = sampler.stats
+    t = time.time_ns()
+    writer.write({"name": STATS_COUNTER, "ph": "C", "ts": t / 1000.0 if float_ts else t // 1000,
+                  "pid": os.getpid(), "tid": 0,
+                  "args": {"taken": st.get("taken"), "dropped": st.get("dropped"),
+                           "missed_deadlines": st.get("missed_deadlines")}})
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+class TraceData:
+    """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats."""
+
+    def __init__(self, events):
+        import numpy as np
+
+        self.meta = {}
+        self.stop = None
+        self.last_counter_stats = None
+        raw = {}
+        for ev in events:
+            if not isinstance(ev, dict):
+                continue
+            ph = ev.get("ph")
+            name = ev.get("name")
+            if ph == "C":
+                args = ev.get("args") or {}
+                ts = ev.get("ts")
+                if ts is None:
+                    continue
+                if name == STATS_COUNTER:
+                    self.last_counter_stats = args
+                    continue
+                for key, v in args.items():
+                    ch = join_channel(str(name), str(key))
+                    lst = raw.get(ch)
+                    if lst is None:
+                        lst = raw[ch] = ([], [])
+                    lst[0].append(ts)
+                    lst[1].append(float("nan") if v is None else v)
+            elif ph in ("i", "I") and name == START_EVENT:
+                self.meta = ev.get("args") or {}
+            elif ph in ("i", "I") and name == STOP_EVENT:
+                self.stop = ev.get("args") or {}
+        order = list(self.meta.get("channels") or [])
+        known = set(order)
+        order += [c for c in raw if c not in known]
+        self.series = {}
+        for ch in order:
+            if ch not in raw:
+                continue
+            ts, vals = raw[ch]
+            t = np.asarray(ts, dtype=np.float64)
+            try:
+                v = np.asarray(vals, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue  # not numeric: not a channel
+            idx = np.argsort(t, kind="stable")
+            self.series[ch] = (t[idx], v[idx])
+
+    @property
+    def truncated(self) -> bool:
+        return self.stop is None
+
+    def stats(self) -> dict:
+        if self.stop is not None and self.stop.get("stats"):
+            return dict(self.stop["stats"])
+        return dict(self.last_counter_stats or {})
+
+    def timestamps(self):
+        import numpy as np
+
+        if not self.series:
+            return np.zeros(0)
+        return np.unique(np.concatenate([t for t, _ in self.series.values()]))
+
+
+def summarize(data: TraceData) -> dict:
+    import numpy as np
+
+    ts = data.timestamps()
+    n = int(ts.size)
+    duration = float((ts[-1] - ts[0]) / 1e6) if n >= 2 else 0.0
+    rate = (n - 1) / duration if duration > 0 else None
+    stats = data.stats()
+    channels = {}
+    for ch, (t, v) in data.series.items():
+        finite = v[np.isfinite(v)]
+        entry = {"unit": infer_unit(ch), "count": int(v.size), "valid": int(finite.size)}
+        if finite.size:
+            p50, p95 = np.percentile(finite, [50, 95])
+            entry.update(min=float(finite.min()), mean=float(finite.mean()), p50=float(p50), p95=float(p95),
+                         max=float(finite.max()), first=float(finite[0]), last=float(finite[-1]))
+        else:
+            entry.update(min=None, mean=None, p50=None, p95=None, max=None, first=None, last=None)
+        channels[ch] = entry
+    interval = data.meta.get("interval_s")
+    return _jsonable({
+        "command": data.meta.get("command_line"),
+        "version": data.meta.get("version"),
+        "backend": data.meta.get("backend"),
+        "interval_s": interval,
+        "nominal_rate_hz": (1.0 / interval) if interval else None,
+        "samples": n,
+        "duration_s": duration,
+        "effective_rate_hz": rate,
+        "taken": stats.get("taken"),
+        "dropped": stats.get("dropped"),
+        "missed_deadlines": stats.get("missed_deadlines"),
+        "sample_ns_mean": stats.get("sample_ns_mean"),
+        "sample_ns_p99": stats.get("sample_ns_p99"),
+        "returncode": (data.stop or {}).get("returncode"),
+        "truncated": data.truncated,
+        "errors": data.meta.get("errors") or {},
+        "channels": channels,
+    })
+
+
+def _channel_filter(patterns):
+    if not patterns:
+        return lambda ch: True
+
+    def ok(ch):
+        return any(fnmatch.fnmatchcase(ch, p) or p in ch for p in patterns)
+    return ok
+
+
+def _is_boring(entry) -> bool:
+    """All zero (or no value at all): hidden from the table unless --all."""
+    return entry["valid"] == 0 or (entry["min"] == 0 and entry["max"] == 0)
+
+
+def cmd_report(args) -> int:
+    _import_sysprof()
+    from sysprof.chrome_trace import read_trace
+
+    if args.plot:
+        _require_matplotlib()
+    data = TraceData(_read_trace_or_fail(read_trace, args.trace))
+    if not data.series:
+        raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
+    summary = summarize(data)
+    keep = _channel_filter(args.channel)
+    summary["channels"] = {ch: e for ch, e in summary["channels"].items() if keep(ch)}
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        _print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+    if args.plot:
+        plotted = plot_trace(data, args.plot, channel_filter=keep, title=summary.get("command") or args.trace)
+        if not args.json:
+            print(f"\nplot: {args.plot} ({plotted} series)")
+    return 0
+
+
+def _read_trace_or_fail(read_trace, path):
+    if not os.path.exists(path):
+        raise CLIError(f"no such file: {path}")
+    try:
+        return read_trace(path)
+    except (OSError, ValueError, EOFError) as e:
+        raise CLIError(f"cannot read {path}: {e}") from None
+
+
+def _print_table(s: dict, path: str, show_all: bool) -> None:
+    def opt(v, fmt):
+        return "n/a" if v is None else fmt(v)
+
+    out = sys.stdout
+    out.write(f"trace:      {path}{'  (truncated: no stop event; stats as of the last flush)' if s['truncated'] else ''}\n")
+    if s.get("command"):
+        out.write(f"command:    {s['command']}" + (f"  (exit status {s['returncode']})" if s.get("returncode") is not None else "") + "\n")
+    out.write(f"backend:    {s.get('backend') or 'n/a'}   version: {s.get('version') or 'n/a'}\n")
+    nominal = s.get("interval_s")
+    out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s; effective rate "
+              f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')}"
+              f" (interval {opt(nominal, format_seconds)}"
+              f"{opt(s.get('nominal_rate_hz'), lambda r: f' = {r:,.0f} Hz')})\n")
+    out.write(f"dropped:    {opt(s.get('dropped'), lambda v: f'{int(v):,}')}   missed deadlines: "
+              f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
+              f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
+              f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
+    for src, why in sorted((s.get("errors") or {}).items()):
+        out.write(f"unavailable: {src}: {why}\n")
+    rows = []
+    hidden = 0
+    for ch, e in s["channels"].items():
+        if not show_all and _is_boring(e):
+            hidden += 1
+            continue
+        unit = e["unit"]
+        rows.append([ch, unit or "-"] + [format_value(e[k], unit) for k in ("min", "mean", "p50", "p95", "max")])
+    header = ["channel", "unit", "min", "mean", "p50", "p95", "max"]
+    widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(len(header))]
+    out.write("\n")
+    out.write("  ".join(h.ljust(widths[i]) if i < 2 else h.rjust(widths[i]) for i, h in enumerate(header)).rstrip() + "\n")
+    for r in rows:
+        out.write("  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip() + "\n")
+    if hidden:
+        out.write(f"({hidden} channels that were always 0 or never valid are hidden; --all shows them)\n")
+
+
+def _require_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CLIError("--plot needs matplotlib: pip install sysprof[plot]") from None
+
+
+_SOURCE_ORDER = ("cpu", "process", "memory", "swap", "gpu", "disk", "net", "load")
+MAX_PANELS = 10
+MAX_LINES = 8
+
+
+def _plot_selection(data: TraceData, channel_filter):
+    """(panel title, unit, [channels]) to plot: varying series, rates rather than their running totals."""
+    import numpy as np
+
+    panels = {}
+    for ch, (t, v) in data.series.items():
+        if not channel_filter(ch):
+            continue
+        finite = v[np.isfinite(v)]
+        if finite.size < 2 or finite.min() == finite.max():
+            continue  # constant: nothing to see
+        if ch + "_per_second" in data.series:
+            continue  # a running total whose rate is plotted instead
+        if ch.endswith("_total") or ch.endswith("_seconds_total"):
+            continue
+        source = ch.split("/", 1)[0]
+        unit = infer_unit(ch)
+        panels.setdefault((source, unit), []).append((float(np.ptp(finite)), ch))
+    order = {s: i for i, s in enumerate(_SOURCE_ORDER)}
+    keys = sorted(panels, key=lambda k: (order.get(k[0], len(order)), k[1]))[:MAX_PANELS]
+    out = []
+    for source, unit in keys:
+        chs = [ch for _, ch in sorted(panels[(source, unit)], reverse=True)[:MAX_LINES]]
+        chs.sort(key=lambda c: list(data.series).index(c))
+        out.append((source, unit, chs))
+    return out
+
+
+def plot_trace(data: TraceData, path: str, channel_filter=lambda ch: True, title: str = "") -> int:
+    """Draw the varying series on a shared time axis, one panel per (source, unit). Returns series drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    panels = _plot_selection(data, channel_filter)
+    if not panels:
+        raise CLIError("nothing to plot: every selected channel is constant")
+    ts = data.timestamps()
+    t0 = ts[0] if ts.size else 0.0
+    n = len(panels)
+    fig, axes = plt.subplots(n, 1, sharex=True, figsize=(11, 1.6 + 1.75 * n), squeeze=False)
+    drawn = 0
+    for ax, (source, unit, chs) in zip(axes[:, 0], panels):
+        for ch in chs:
+            t, v = data.series[ch]
+            label = ch[len(source) + 1:] if ch.startswith(source + "/") else ch
+            ax.plot((t - t0) / 1e6, v, lw=0.9, label=label or ch)
+            drawn += 1
+        ax.set_ylabel(f"{source}\n[{unit or 'value'}]", fontsize=9)
+        if unit in ("B", "B/s"):
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _p, u=unit: human_bytes(x) + ("/s" if u == "B/s" else "")))
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
+    axes[-1, 0].set_xlabel("time since start [s]")
+    interval = data.meta.get("interval_s")
+    head = f"sysprof: {title}" if title else "sysprof"
+    if interval:
+        head += f"  (interval {format_seconds(interval)})"
+    fig.suptitle(head, fontsize=10)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:
+        raise CLIError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return drawn
+
+
+# --------------------------------------------------------------------------------------------------
+# info, repair, bench
+# --------------------------------------------------------------------------------------------------
+
+PROC_FILES = ("/proc/stat", "/proc/meminfo", "/proc/diskstats", "/proc/net/dev", "/proc/loadavg",
+              "/proc/self/stat", "/proc/pressure/cpu", "/proc/pressure/memory", "/proc/pressure/io")
+
+
+def _readable(path: str):
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        return True, None
+    except OSError as e:
+        return False, e.strerror or str(e)
+
+
+def _cgroup_version(root: str = "/sys/fs/cgroup") -> str:
+    if os.path.exists(os.path.join(root, "cgroup.controllers")):
+        return "v2 (unified)"
+    if os.path.exists(os.path.join(root, "unified", "cgroup.controllers")):
+        return "hybrid (v1 controllers + v2 at /sys/fs/cgroup/unified)"
+    if os.path.isdir(os.path.join(root, "memory")) or os.path.isdir(os.path.join(root, "cpu")):
+        return "v1"
+    return "none found"
+
+
+def _nvml_info():
+    import ctypes
+    import ctypes.util
+
+    env = os.environ.get("SYSPROF_NVML_LIBRARY")
+    candidates = [env] if env else []
+    found = ctypes.util.find_library("nvidia-ml")
+    candidates += [c for c in (found, "libnvidia-ml.so.1") if c]
+    errors = []
+    for lib in candidates:
+        try:
+            ctypes.CDLL(lib)
+            return {"found": True, "library": lib, "source": "SYSPROF_NVML_LIBRARY" if lib == env else "system"}
+        except OSError as e:
+            errors.append(f"{lib}: {e}")
+    return {"found": False, "library": None,
+            "reason": "; ".join(errors) if errors else "libnvidia-ml not found (set SYSPROF_NVML_LIBRARY)"}
+
+
+def gather_info() -> dict:
+    info = {"version": _version(), "python": platform.python_version(), "kernel": platform.release(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count()}
+    try:
+        info["cpu_affinity"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        info["cpu_affinity"] = None
+    try:
+        import sysprof
+    except ImportError as e:
+        raise CLIError(f"cannot import the sysprof package: {e}") from None
+    try:
+        import sysprof._native  # noqa: F401
+        info["native"] = {"available": True, "reason": "sysprof._native extension loaded"}
+    except ImportError as e:
+        info["native"] = {"available": False, "reason": f"sysprof._native not importable: {e}"}
+    sources = {}
+    try:
+        s = sysprof.Sampler(interval=0.01, cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
+                            process=True, gpu=True)
+        info["backend"] = s.backend
+        errors = dict(s.errors)
+        chans = list(s.channels)
+    except Exception as e:
+        info["backend"] = None
+        info["sampler_error"] = f"{type(e).__name__}: {e}"
+        errors, chans = {}, []
+    prefix = {"cpu": "cpu/", "memory": "memory/", "swap": "swap/", "disk": "disk/", "net": "net/", "load": "load/",
+              "process": "process/", "gpu": "gpu/"}
+    for src, pre in prefix.items():
+        n = sum(1 for c in chans if c.startswith(pre))
+        if src in errors:
+            sources[src] = {"available": n > 0, "channels": n, "reason": errors[src]}
+        elif n:
+            sources[src] = {"available": True, "channels": n}
+        else:
+            sources[src] = {"available": False, "channels": 0, "reason": "no channels"}
+    info["sources"] = sources
+    info["nvml"] = _nvml_info()
+    info["cgroup"] = _cgroup_version()
+    info["proc_files"] = {p: ({"readable": True} if ok else {"readable": False, "reason": why})
+                          for p in PROC_FILES for ok, why in [_readable(p)]}
+    return info
+
+
+def cmd_info(args) -> int:
+    info = gather_info()
+    if args.json:
+        json.dump(_jsonable(info), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    w = sys.stdout.write
+    nat = info["native"]
+    w(f"sysprof {info['version']} (python {info['python']})\n")
+    backend = info.get("backend") or "none"
+    why = nat["reason"] if backend == "native" or not nat["available"] else "native available but not chosen"
+    w(f"backend:  {backend}  ({why})\n")
+    if info.get("sampler_error"):
+        w(f"sampler:  cannot construct: {info['sampler_error']}\n")
+    w(f"kernel:   {info['kernel']} ({info['machine']})\n")
+    w(f"cpus:     {info['cpu_count']} online, {info['cpu_affinity']} usable by this process\n")
+    w(f"cgroup:   {info['cgroup']}\n")
+    nv = info["nvml"]
+    w(f"nvml:     {'found: ' + nv['library'] if nv['found'] else 'not found: ' + nv['reason']}\n")
+    w("sources:\n")
+    for src, e in info["sources"].items():
+        if e["available"]:
+            w(f"  {src:<8} yes  ({e['channels']} channels)" + (f"; note: {e['reason']}" if e.get("reason") else "") + "\n")
+        else:
+            w(f"  {src:<8} no   ({e.get('reason')})\n")
+    w("proc files:\n")
+    for p, e in info["proc_files"].items():
+        w(f"  {p:<22} {'readable' if e['readable'] else 'not readable: ' + e['reason']}\n")
+    return 0
+
+
+def cmd_repair(args) -> int:
+    _import_sysprof()
+    from sysprof.chrome_trace import repair_trace
+
+    if not os.path.exists(args.trace):
+        raise CLIError(f"no such file: {args.trace}")
+    try:
+        n = repair_trace(args.trace)
+    except (OSError, ValueError, EOFError) as e:
+        raise CLIError(f"cannot repair {args.trace}: {e}") from None
+    print(f"{PROG}: {args.trace}: {n:,} events kept; the trace is closed")
+    return 0
+
+
+def _bench_script():
+    return Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+
+
+def cmd_bench(args) -> int:
+    script = _bench_script()
+    if not script.is_file():
+        raise CLIError(f"bench: {script} not found (the benchmarks ship with the source tree)")
+    rest = list(args.bench_args or [])
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    return subprocess.call([sys.executable, str(script), *rest])
+
+
+# --------------------------------------------------------------------------------------------------
+# parser and entry point
+# --------------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="High-frequency system-metrics profiler for ML training.")
+    p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = p.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
+
+    r = sub.add_parser("record", help="sample system metrics while a command runs; write a Chrome/Perfetto trace",
+                       description="Sample system metrics while COMMAND runs (or for --duration, or until Ctrl-C) "
+                                   "and write a Chrome trace-event JSON file (open it in ui.perfetto.dev). "
+                                   "The exit status is the command's.")
+    r.add_argument("-o", "--output", metavar="TRACE",
+                   help="trace file (.json, or .json.gz for gzip); default sysprof-YYYYmmdd-HHMMSS.json")
+    r.add_argument("-f", "--force", action="store_true", help="overwrite an existing output file")
+    r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
+                   help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
+    r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
+                   help="stop after this long (a running command is then sent SIGTERM, like timeout(1))")
+    g = r.add_argument_group("sources (default: --cpu --memory --disk --net)")
+    g.add_argument("--cpu", action="store_true", help="CPU utilisation by mode (/proc/stat)")
+    g.add_argument("--per-cpu", dest="per_cpu", action="store_true", help="also per-CPU utilisation")
+    g.add_argument("--memory", action="store_true", help="memory and swap (/proc/meminfo)")
+    g.add_argument("--disk", action="store_true", help="per-disk I/O (/proc/diskstats)")
+    g.add_argument("--net", action="store_true", help="per-interface network I/O (/proc/net/dev)")
+    g.add_argument("--load", action="store_true", help="load average (/proc/loadavg)")
+    g.add_argument("--gpu", action="store_true", help="NVIDIA GPUs through NVML")
+    g.add_argument("--process", action="store_true",
+                   help="the command's own process (RSS, CPU, threads), not sysprof's")
+    g.add_argument("--all", action="store_true", help="every source (--process when there is a command)")
+    r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
+    r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
+    r.add_argument("--capacity", type=int, default=65536, metavar="ROWS", help="sampler ring-buffer rows")
+    r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
+                   help="the command to run and record")
+    r.set_defaults(func=cmd_record)
+
+    rp = sub.add_parser("report", help="summarize a trace: per-channel statistics, rate, drops; --plot, --json",
+                        description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace.")
+    rp.add_argument("trace", metavar="TRACE")
+    rp.add_argument("--json", action="store_true", help="machine-readable output")
+    rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
+    rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
+                    help="only channels matching this glob or substring (repeatable)")
+    rp.add_argument("--all", action="store_true", help="also list channels that were always 0")
+    rp.set_defaults(func=cmd_report)
+
+    inf = sub.add_parser("info", help="backend, available sources and why not, kernel, CPUs",
+                         description="What sysprof can sample on this machine, and why not.")
+    inf.add_argument("--json", action="store_true", help="machine-readable output")
+    inf.set_defaults(func=cmd_info)
+
+    rep = sub.add_parser("repair", help="close a truncated trace (e.g. of a killed recorder)",
+                         description="Rewrite a truncated trace as valid JSON, keeping every complete event.")
+    rep.add_argument("trace", metavar="TRACE")
+    rep.set_defaults(func=cmd_repair)
+
+    b = sub.add_parser("bench", help="run the benchmarks (benchmarks/run.py of a source checkout)", add_help=False)
+    b.add_argument("bench_args", nargs=argparse.REMAINDER)
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.func(args) or 0)
+    except CLIError as e:
+        print(f"{PROG}: {e}", file=sys.stderr, flush=True)
+        return e.status
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except BrokenPipeError:
+        try:  # `sysprof report x | head`: stdout went away; say nothing more
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 141
+    except SystemExit:
+        raise
+    except Exception as e:  # never a traceback, unless asked for
+        if os.environ.get("SYSPROF_DEBUG"):
+            raise
+        print(f"{PROG}: internal error: {type(e).__name__}: {e} (set SYSPROF_DEBUG=1 for a traceback)",
+              file=sys.stderr, flush=True)
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
