@@ -4,9 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "proc_file.hpp"
-#include "scan.hpp"
-#include "source.hpp"
+#include "file_source.hpp"
 
 namespace sysprof {
 namespace {
@@ -96,72 +94,35 @@ void parse_cpu_list(const std::string& s, std::vector<long>& ids) {
   }
 }
 
-class CpuSource final : public Source {
+class CpuSource final : public FileSource {
  public:
   const char* name() const override { return "cpu"; }
 
-  bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
+ protected:
+  std::string path(const Config& cfg) const override { return join(cfg.proc_root, "stat"); }
+
+  bool discover(const Config& cfg, std::string& warning) override {
     per_cpu_ = cfg.per_cpu;
-    if (!file_.open(join(cfg.proc_root, "stat"), err, true)) return false;
+    if (!per_cpu_) return true;
     std::vector<long> ids;
-    bool have_aggregate = false;
     LineReader lines(file_.data(), file_.size());
     Cursor c;
     while (lines.next(c)) {
-      Cursor line = c;
       long id;
-      if (!cpu_line_id(c, id)) continue;
-      Ticks t;
-      if (!parse_ticks(c, t)) {
-        err = file_.path() + ": malformed cpu line skipped: '" + std::string(line.p, line.end) + "'";
-        continue;
-      }
-      if (id < 0) have_aggregate = true;
-      else ids.push_back(id);
+      if (cpu_line_id(c, id) && id >= 0) ids.push_back(id);
     }
-    if (!have_aggregate) {
-      if (err.empty()) err = file_.path() + ": no aggregate 'cpu' line";
-      return false;
-    }
-    if (per_cpu_) {
-      // CPUs offline now still get a channel if sysfs says they are possible.
-      std::ifstream possible(join(cfg.sys_root, "devices/system/cpu/possible"));
-      std::string line;
-      if (possible && std::getline(possible, line)) parse_cpu_list(line, ids);
-      std::sort(ids.begin(), ids.end());
-      ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-      ids_ = ids;
-    }
-    layout(channels);
-    std::string warning = err;  // a malformed per-CPU line is reported, not fatal
-    if (!read_all(err)) return false;
-    if (err.empty()) err = warning;
+    // CPUs offline now still get a channel if sysfs says they are possible.
+    std::ifstream possible(join(cfg.sys_root, "devices/system/cpu/possible"));
+    std::string line;
+    if (possible && std::getline(possible, line)) parse_cpu_list(line, ids);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    ids_ = ids;
+    (void)warning;
     return true;
   }
 
-  std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const override {
-    auto s = std::make_unique<CpuSource>();
-    s->per_cpu_ = per_cpu_;
-    s->ids_ = ids_;
-    std::vector<std::string> unused;
-    s->layout(unused);
-    if (!s->file_.open(join(cfg.proc_root, "stat"), err, true) || !s->read_all(err)) return nullptr;
-    return s;
-  }
-
-  bool sample(int64_t, double* out, std::string& err) override {
-    if (!read_all(err)) {
-      fill_nan(out, width_);
-      return false;
-    }
-    for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
-    for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
-    if (err_line_) err = file_.path() + ": malformed cpu line skipped: '" + std::string(err_line_, err_end_) + "'";
-    return true;
-  }
-
- private:
-  void layout(std::vector<std::string>& channels) {
+  void layout(std::vector<std::string>& channels) override {
     channels.push_back("cpu/percent");
     for (auto m : kModeNames) channels.push_back(std::string("cpu/") + m + "_percent");
     long max_id = -1;
@@ -176,12 +137,18 @@ class CpuSource final : public Source {
     width_ = kModes + 1 + ids_.size();
   }
 
-  // Reads the file and updates every state; per-CPU lines are matched by id, absent ones are offline.
-  bool read_all(std::string& err) {
-    err_line_ = nullptr;
-    if (!file_.read(err)) return false;
+  std::unique_ptr<FileSource> fresh() const override {
+    auto s = std::make_unique<CpuSource>();
+    s->per_cpu_ = per_cpu_;
+    s->ids_ = ids_;
+    return s;
+  }
+
+  // Per-CPU lines are matched by id; absent ones are offline.
+  bool parse(int64_t, double* out, std::string& err) override {
     std::fill(seen_.begin(), seen_.end(), 0);
     bool have_aggregate = false;
+    std::string_view bad;
     LineReader lines(file_.data(), file_.size());
     Cursor c;
     while (lines.next(c)) {
@@ -193,8 +160,7 @@ class CpuSource final : public Source {
       }
       Ticks t;
       if (!parse_ticks(c, t)) {
-        err_line_ = line.p;
-        err_end_ = line.end;
+        bad = std::string_view(line.p, size_t(line.end - line.p));
         continue;
       }
       if (id < 0) {
@@ -209,22 +175,25 @@ class CpuSource final : public Source {
     }
     for (size_t k = 0; k < per_.size(); ++k)
       if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
+    if (!bad.empty()) err = malformed(file_, bad);
     if (!have_aggregate) {
-      err = file_.path() + ": no aggregate 'cpu' line";
+      if (bad.empty()) err = file_.path() + ": no aggregate 'cpu' line";
       return false;
+    }
+    if (out) {
+      for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
+      for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
     }
     return true;
   }
 
-  ProcFile file_;
+ private:
   bool per_cpu_ = false;
   std::vector<long> ids_;
   std::vector<int> slot_of_;
   TickState total_;
   std::vector<TickState> per_;
   std::vector<char> seen_;
-  const char* err_line_ = nullptr;
-  const char* err_end_ = nullptr;
 };
 
 }  // namespace

@@ -1,9 +1,7 @@
 // /proc/meminfo: memory and swap in bytes (Documentation/filesystems/proc.rst, "meminfo").
 #include <cstring>
 
-#include "proc_file.hpp"
-#include "scan.hpp"
-#include "source.hpp"
+#include "file_source.hpp"
 
 namespace sysprof {
 namespace {
@@ -24,35 +22,21 @@ int key_index(const char* k, size_t n) {
   return -1;
 }
 
-class MeminfoSource final : public Source {
+class MeminfoSource final : public FileSource {
  public:
   MeminfoSource() { width_ = kWidth; }
   const char* name() const override { return "memory"; }
 
-  bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
-    if (!file_.open(join(cfg.proc_root, "meminfo"), err, true)) return false;
-    double out[kWidth];
-    if (!parse(out, err)) return false;
+ protected:
+  std::string path(const Config& cfg) const override { return join(cfg.proc_root, "meminfo"); }
+  void layout(std::vector<std::string>& channels) override {
     for (auto c : kChannels) channels.push_back(c);
-    return true;
   }
+  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<MeminfoSource>(); }
 
-  std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const override {
-    auto s = std::make_unique<MeminfoSource>();
-    if (!s->file_.open(join(cfg.proc_root, "meminfo"), err, true)) return nullptr;
-    return s;
-  }
-
-  bool sample(int64_t, double* out, std::string& err) override {
-    if (!file_.read(err) || !parse(out, err)) {
-      fill_nan(out, width_);
-      return false;
-    }
-    return true;
-  }
-
- private:
-  bool parse(double* out, std::string& err) {
+  bool parse(int64_t, double* out, std::string& err) override {
+    double scratch[kWidth];
+    if (!out) out = scratch;
     double v[kKeys];
     unsigned found = 0;
     const char* bad = nullptr;
@@ -102,11 +86,9 @@ class MeminfoSource final : public Source {
     out[9] = st;
     out[10] = st > sf ? st - sf : (st == st && sf == sf ? 0.0 : kNaN);
     out[11] = sf;
-    if (bad) err = file_.path() + ": malformed line skipped: '" + std::string(bad, bad_end) + "'";
+    if (bad) err = malformed(file_, std::string_view(bad, size_t(bad_end - bad)));
     return true;
   }
-
-  ProcFile file_;
 };
 
 }  // namespace

@@ -3,9 +3,7 @@
 #include <cstring>
 #include <unistd.h>
 
-#include "proc_file.hpp"
-#include "scan.hpp"
-#include "source.hpp"
+#include "file_source.hpp"
 
 namespace sysprof {
 namespace {
@@ -43,58 +41,43 @@ bool parse_stat(const char* p, size_t n, Stat& s) {
   return true;
 }
 
-class ProcessSource final : public Source {
+class ProcessSource final : public FileSource {
  public:
   ProcessSource() { width_ = 5; }
   const char* name() const override { return "process"; }
 
-  bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
-    if (!open_file(cfg, err)) return false;
+ protected:
+  std::string path(const Config& cfg) const override {
+    std::string rel = cfg.pid < 0 ? "self/stat" : std::to_string(cfg.pid) + "/stat";
+    return join(cfg.proc_root, rel.c_str());
+  }
+  void layout(std::vector<std::string>& channels) override {
+    for (auto c : kChannels) channels.push_back(c);
+  }
+  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<ProcessSource>(); }
+
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     Stat s;
     if (!parse_stat(file_.data(), file_.size(), s)) {
       err = file_.path() + ": malformed";
       return false;
     }
-    prev_ticks_ = s.utime + s.stime;
-    prev_ns_ = mono_now_ns();
-    for (auto c : kChannels) channels.push_back(c);
-    return true;
-  }
-
-  std::unique_ptr<Source> clone(const Config& cfg, std::string& err) const override {
-    auto s = std::make_unique<ProcessSource>();
-    std::vector<std::string> unused;
-    if (!s->open(cfg, unused, err)) return nullptr;
-    return s;
-  }
-
-  bool sample(int64_t mono_ns, double* out, std::string& err) override {
-    Stat s;
-    if (!file_.read(err) || !parse_stat(file_.data(), file_.size(), s)) {
-      if (err.empty()) err = file_.path() + ": malformed";
-      fill_nan(out, width_);
-      return false;
-    }
     uint64_t ticks = s.utime + s.stime;
-    double dt = double(mono_ns - prev_ns_) * 1e-9;
-    uint64_t d = ticks >= prev_ticks_ ? ticks - prev_ticks_ : 0;
-    out[0] = double(s.rss) * page_bytes_;
-    out[1] = double(s.vsize);
-    out[2] = dt > 0 ? 100.0 * double(d) / tick_hz_ / dt : kNaN;
-    out[3] = double(ticks) / tick_hz_;
-    out[4] = double(s.num_threads);
+    if (out) {
+      double dt = double(mono_ns - prev_ns_) * 1e-9;
+      uint64_t d = ticks >= prev_ticks_ ? ticks - prev_ticks_ : 0;
+      out[0] = double(s.rss) * page_bytes_;
+      out[1] = double(s.vsize);
+      out[2] = dt > 0 && prev_ns_ ? 100.0 * double(d) / tick_hz_ / dt : kNaN;
+      out[3] = double(ticks) / tick_hz_;
+      out[4] = double(s.num_threads);
+    }
     prev_ticks_ = ticks;
     prev_ns_ = mono_ns;
     return true;
   }
 
  private:
-  bool open_file(const Config& cfg, std::string& err) {
-    std::string rel = cfg.pid < 0 ? "self/stat" : std::to_string(cfg.pid) + "/stat";
-    return file_.open(join(cfg.proc_root, rel.c_str()), err, true);
-  }
-
-  ProcFile file_;
   uint64_t prev_ticks_ = 0;
   int64_t prev_ns_ = 0;
   double tick_hz_ = double(sysconf(_SC_CLK_TCK));
