@@ -5,14 +5,16 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <memory>
 
 namespace sysprof {
 
 class Ring {
  public:
   Ring(size_t capacity, size_t width)
-      : capacity_(capacity), width_(width), ts_(capacity), values_(capacity * width) {}
+      // Default-initialised storage: pages are touched only as rows are written, so a large,
+      // mostly idle ring costs neither construction time nor resident memory.
+      : capacity_(capacity), width_(width), ts_(new int64_t[capacity]), values_(new double[capacity * width]) {}
 
   size_t capacity() const { return capacity_; }
   size_t width() const { return width_; }
@@ -64,8 +66,8 @@ class Ring {
  private:
   const size_t capacity_;
   const size_t width_;
-  std::vector<int64_t> ts_;
-  std::vector<double> values_;
+  std::unique_ptr<int64_t[]> ts_;
+  std::unique_ptr<double[]> values_;
   alignas(64) std::atomic<uint64_t> head_{0};  // written by the producer only
   alignas(64) std::atomic<uint64_t> tail_{0};  // written by the consumer only
   alignas(64) std::atomic<uint64_t> dropped_{0};

@@ -69,7 +69,7 @@ inline bool parse_decimal(Cursor& c, double& v) {
       scale *= 10;
     }
     while (c.p < c.end && is_digit(*c.p)) ++c.p;
-    v += frac / scale;
+    v = (v * scale + frac) / scale;  // one rounding: "2.72" gives the double nearest 2.72
   }
   return true;
 }

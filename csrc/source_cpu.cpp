@@ -61,14 +61,14 @@ struct TickState {
     Ticks d;
     uint64_t total = 0;
     for (size_t i = 0; i < kModes; ++i) {
-      d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0
-      if (now[i] < prev[i]) prev[i] = now[i];
+      d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0,
+      if (now[i] < prev[i]) prev[i] = now[i];             // and counting resumes from the new value
       total += d[i];
     }
     if (total == 0) return;
-    double scale = 100.0 / double(total);
-    last[0] = double(total - d[kIdle] - d[kIowait]) * scale;
-    for (size_t i = 0; i < kModes; ++i) last[i + 1] = double(d[i]) * scale;
+    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100.
+    last[0] = 100.0 * double(total - d[kIdle] - d[kIowait]) / double(total);
+    for (size_t i = 0; i < kModes; ++i) last[i + 1] = 100.0 * double(d[i]) / double(total);
     prev = now;
   }
   void invalidate() {
