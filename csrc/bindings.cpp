@@ -31,6 +31,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("proc_root"), py::arg("sys_root"), py::arg("gpu"))
       .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
       .def_property_readonly("errors", &Sampler::errors)
+      .def_property_readonly("devices", &Sampler::devices)
       .def_property_readonly("running", &Sampler::running)
       .def("start", &Sampler::start, py::call_guard<py::gil_scoped_release>())
       .def("stop", &Sampler::stop, py::call_guard<py::gil_scoped_release>())

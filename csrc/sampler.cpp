@@ -1,6 +1,7 @@
 #include "sampler.hpp"
 
 #include <chrono>
+#include <stdexcept>
 #include <pthread.h>
 #include <sys/prctl.h>
 
@@ -83,6 +84,7 @@ void Collector::sample(int64_t mono_ns, double* row) {
       fill_nan(row + s.offset, w);
       continue;
     }
+    current_.store(s.src->name(), std::memory_order_relaxed);
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
     if (!s.err.empty() && s.err != s.last_logged) {  // log changes only, so a stuck error costs no lock
@@ -90,6 +92,20 @@ void Collector::sample(int64_t mono_ns, double* row) {
       log_->set(s.src->name(), s.err);
     }
   }
+  current_.store(nullptr, std::memory_order_relaxed);
+}
+
+void Collector::shutdown() {
+  for (Slot& s : slots_)
+    if (s.src) s.src->shutdown();
+}
+
+std::vector<std::map<std::string, std::string>> Collector::devices() const {
+  std::vector<std::map<std::string, std::string>> out;
+  for (const Slot& s : slots_)
+    if (s.src)
+      for (auto& d : s.src->devices()) out.push_back(std::move(d));
+  return out;
 }
 
 void CostHistogram::record(uint64_t ns) {
@@ -128,31 +144,56 @@ double CostHistogram::quantile(double q) const {
 }
 
 Sampler::Sampler(const Config& cfg)
-    : cfg_(cfg),
-      collector_(cfg_, channels_, log_),
-      sync_collector_(std::make_unique<Collector>(collector_, cfg_, log_)),
-      ring_(cfg.capacity, collector_.width()),
-      row_(collector_.width()) {}
+    : core_(std::make_shared<Core>(cfg, channels_)),
+      devices_(core_->collector.devices()),
+      sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)) {}
 
 Sampler::~Sampler() { stop(); }
 
 void Sampler::start() {
   if (thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_ = false;
+    std::lock_guard<std::mutex> g(core_->mu);
+    if (!core_->done)
+      throw std::runtime_error(
+          "the sampling thread abandoned by stop() is still blocked in a source call; see errors");
+    core_->stop = false;
+    core_->done = false;
   }
-  thread_ = std::thread([this] { run(); });
+  std::shared_ptr<Core> core = core_;
+  thread_ = std::thread([core] {
+    run(*core);
+    std::lock_guard<std::mutex> g(core->mu);
+    core->done = true;
+    core->done_cv.notify_all();
+  });
 }
 
 void Sampler::stop() {
   if (!thread_.joinable()) return;
+  Core& c = *core_;
   {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> g(c.mu);
+    c.stop = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  c.cv.notify_all();
+  c.collector.shutdown();  // e.g. NVML skips the devices left in this tick
+  bool done;
+  {
+    std::unique_lock<std::mutex> lk(c.mu);
+    done = c.done_cv.wait_for(lk, std::chrono::nanoseconds(kStopTimeoutNs), [&c] { return c.done; });
+  }
+  if (done) {
+    thread_.join();
+    return;
+  }
+  // Stuck in a call that cannot be interrupted (a hung driver). The thread holds its own reference
+  // to the core: it finishes the call, sees stop, and releases the sources (NVML shutdown included).
+  const char* where = c.collector.current();
+  c.log.set(where ? where : "sampler",
+            "sampling thread blocked in this source for over " + std::to_string(kStopTimeoutNs / 1000000) +
+                " ms at stop(); abandoned (it exits when the call returns)");
+  thread_.detach();
 }
 
 int64_t Sampler::sample_now(double* row) {
@@ -163,44 +204,45 @@ int64_t Sampler::sample_now(double* row) {
 }
 
 Sampler::Stats Sampler::stats() const {
-  Ring::Counts c = ring_.counts();
-  return Stats{c.taken,
-               c.dropped,
-               c.drained,
-               c.buffered,
-               missed_.load(std::memory_order_relaxed),
-               cost_.mean(),
-               cost_.quantile(0.99),
-               double(max_ns_.load(std::memory_order_relaxed))};
+  const Core& c = *core_;
+  Ring::Counts n = c.ring.counts();
+  return Stats{n.taken,
+               n.dropped,
+               n.drained,
+               n.buffered,
+               c.missed.load(std::memory_order_relaxed),
+               c.cost.mean(),
+               c.cost.quantile(0.99),
+               double(c.max_ns.load(std::memory_order_relaxed))};
 }
 
-void Sampler::run() {
+void Sampler::run(Core& c) {
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
   pthread_setname_np(pthread_self(), "sysprof");
-  const int64_t interval = cfg_.interval_ns;
+  const int64_t interval = c.cfg.interval_ns;
   // Re-prime: baselines may be stale from an earlier start/stop, and the first row's rates
   // should cover one interval.
-  collector_.sample(mono_now_ns(), row_.data());
+  c.collector.sample(mono_now_ns(), c.row.data());
   int64_t next = mono_now_ns() + interval;
-  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  std::unique_lock<std::mutex> lk(c.mu, std::defer_lock);
   for (;;) {
     lk.lock();
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
     auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
-    if (cv_.wait_until(lk, deadline, [this] { return stop_; })) break;
+    if (c.cv.wait_until(lk, deadline, [&c] { return c.stop; })) break;
     lk.unlock();
     int64_t t0 = mono_now_ns();
     int64_t wall = wall_now_ns();
-    collector_.sample(t0, row_.data());
-    ring_.push(wall, row_.data());
+    c.collector.sample(t0, c.row.data());
+    c.ring.push(wall, c.row.data());
     int64_t t1 = mono_now_ns();
     uint64_t cost = uint64_t(t1 - t0);
-    cost_.record(cost);
-    if (cost > max_ns_.load(std::memory_order_relaxed)) max_ns_.store(cost, std::memory_order_relaxed);
+    c.cost.record(cost);
+    if (cost > c.max_ns.load(std::memory_order_relaxed)) c.max_ns.store(cost, std::memory_order_relaxed);
     next += interval;
     if (t1 >= next) {  // overran (slow sample or late wake-up): skip the passed deadlines, no burst
       int64_t skipped = (t1 - next) / interval + 1;
-      missed_.fetch_add(uint64_t(skipped), std::memory_order_relaxed);
+      c.missed.fetch_add(uint64_t(skipped), std::memory_order_relaxed);
       next += skipped * interval;
     }
   }

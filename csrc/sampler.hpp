@@ -36,6 +36,11 @@ class Collector {
   // Fills row[0, width()); a failing source gives NaN and logs why; the others are unaffected.
   void sample(int64_t mono_ns, double* row);
   size_t width() const { return width_; }
+  // Source::shutdown() of every source; callable from another thread while sample() runs.
+  void shutdown();
+  // Name of the source sample() is in now (nullptr between sources); readable from any thread.
+  const char* current() const { return current_.load(std::memory_order_relaxed); }
+  std::vector<std::map<std::string, std::string>> devices() const;
 
  private:
   struct Slot {
@@ -47,6 +52,7 @@ class Collector {
   std::vector<Slot> slots_;
   size_t width_ = 0;
   ErrorLog* log_;
+  std::atomic<const char*> current_{nullptr};
 };
 
 // Sample-cost histogram: log-linear buckets (16 per power of two, ~6 % resolution), lock-free.
@@ -69,16 +75,22 @@ class Sampler {
   ~Sampler();
 
   const std::vector<std::string>& channels() const { return channels_; }
-  std::map<std::string, std::string> errors() const { return log_.snapshot(); }
+  std::map<std::string, std::string> errors() const { return core_->log.snapshot(); }
+  // Static facts about devices (GPU name, UUID, ...), from every source that has some.
+  const std::vector<std::map<std::string, std::string>>& devices() const { return devices_; }
+  // Starts the thread. Throws std::runtime_error while a thread abandoned by stop() is still stuck.
   void start();
-  void stop();  // joins the thread
+  // Stops the thread: waits up to kStopTimeoutNs for it to finish its tick, then abandons it
+  // (detaches) if it is stuck in a source call (a hung driver); it cleans up when the call returns.
+  void stop();
+  static constexpr int64_t kStopTimeoutNs = 2000000000;
   bool running() const { return thread_.joinable(); }
   // Synchronous sample from a second collector; rates relative to the previous call.
   int64_t sample_now(double* row);
   // Consumer side of the ring; callers serialize through drain_mutex().
-  size_t drain(size_t max_rows, int64_t* ts, double* values) { return ring_.pop(max_rows, ts, values); }
+  size_t drain(size_t max_rows, int64_t* ts, double* values) { return core_->ring.pop(max_rows, ts, values); }
   std::mutex& drain_mutex() { return drain_mu_; }
-  size_t buffered() const { return size_t(ring_.counts().buffered); }
+  size_t buffered() const { return size_t(core_->ring.counts().buffered); }
 
   struct Stats {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
@@ -87,24 +99,34 @@ class Sampler {
   Stats stats() const;
 
  private:
-  void run();
+  // Everything the sampling thread touches. Shared with the thread, so that a thread abandoned by
+  // stop() (stuck in a driver call) keeps it alive, and releases it, with its sources, on return.
+  struct Core {
+    Core(const Config& c, std::vector<std::string>& channels)
+        : cfg(c), collector(cfg, channels, log), ring(c.capacity, collector.width()), row(collector.width()) {}
+    Config cfg;
+    ErrorLog log;
+    Collector collector;  // used by the thread only, while it runs
+    Ring ring;
+    std::vector<double> row;
+    std::mutex mu;  // guards stop and done
+    std::condition_variable cv;  // wakes the sleeping thread on stop
+    std::condition_variable done_cv;  // the thread has returned from run()
+    bool stop = false;
+    bool done = true;
+    std::atomic<uint64_t> missed{0};
+    std::atomic<uint64_t> max_ns{0};
+    CostHistogram cost;
+  };
+  static void run(Core& c);
 
-  Config cfg_;
   std::vector<std::string> channels_;
-  ErrorLog log_;
-  Collector collector_;  // owned by the sampler thread while it runs
+  std::shared_ptr<Core> core_;
+  std::vector<std::map<std::string, std::string>> devices_;
   std::unique_ptr<Collector> sync_collector_;
   std::mutex sync_mu_;
-  Ring ring_;
-  std::vector<double> row_;
   std::thread thread_;
-  std::mutex mu_;  // guards stop_ for the sleeping thread
-  std::condition_variable cv_;
-  bool stop_ = false;
   std::mutex drain_mu_;
-  std::atomic<uint64_t> missed_{0};
-  std::atomic<uint64_t> max_ns_{0};
-  CostHistogram cost_;
 };
 
 }  // namespace sysprof

@@ -104,13 +104,20 @@ class PsutilSampler:
         self._sources = [(name, build) for name, enabled, build in (
             ("cpu", cpu, lambda: self._cpu(per_cpu)), ("memory", memory, self._memory),
             ("disk", disk, lambda: self._disk(sys_root)), ("net", net, self._net),
-            ("load", load, self._load), ("process", process, lambda: self._process(pid)))
+            ("load", load, self._load), ("process", process, lambda: self._process(pid)),
+            ("gpu", gpu, self._gpu))
             if enabled]
-        if gpu:
-            self.errors["gpu"] = "GPU channels are not available on the psutil backend"
+        self._gpu_state = None  # gpu_pynvml.NvmlState, shared by both readers
         self._readers = self._open_readers()
         self.channels: List[str] = [c for _, names, _ in self._readers for c in names]
         self._sync = self._open_readers()  # sample() keeps its own baselines
+        self.devices: List[Dict[str, object]] = []
+        if self._gpu_state is not None:
+            self.devices = list(self._gpu_state.devices)
+            # Notes (refused metrics, lost devices) are reported from now on; during the opening
+            # above an entry in errors would have kept the second reader from opening.
+            self._gpu_state.report = lambda msg: self.errors.__setitem__("gpu", msg)
+            self._gpu_state.flush()
         width = len(self.channels)
         self._ts = np.zeros(capacity, dtype=np.int64)
         self._values = np.zeros((capacity, width), dtype=np.float64)
@@ -213,6 +220,11 @@ class PsutilSampler:
             return [float(mem.rss), float(mem.vms), pct, cpu, float(threads)]
         return ["process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
                 "process/cpu_seconds_total", "process/num_threads"], read
+
+    def _gpu(self):
+        from .gpu_pynvml import open_gpu
+        self._gpu_state, names, read = open_gpu(self._gpu_state)
+        return list(names), read
 
     # -- sampling -----------------------------------------------------------------------------
     def _row(self, readers) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -131,6 +131,18 @@ class Sampler:
         A source that could not be opened has no channels; one failing later reads NaN for that row.
         """
         return dict(self._impl.errors)
+
+    @property
+    def devices(self) -> List[Dict[str, object]]:
+        """Discovered GPUs (``gpu=True``), in channel order: dicts with ``index`` (int, the NVML
+        index used in ``gpu/<index>/...``), ``name``, ``uuid`` and ``pci_bus_id`` (str)."""
+        out = []
+        for d in getattr(self._impl, "devices", []):
+            d = dict(d)
+            if "index" in d:
+                d["index"] = int(d["index"])
+            out.append(d)
+        return out
 
     @property
     def running(self) -> bool:

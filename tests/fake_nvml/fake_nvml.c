@@ -1,0 +1,386 @@
+/* A fake libnvidia-ml.so.1 for sysprof's tests: no GPU needed.
+ *
+ * Build: cc -shared -fPIC -O1 -o libnvidia-ml.so.1 fake_nvml.c   (-DFAKE_NVML_MINIMAL: a library
+ * without the optional symbols). Select it with SYSPROF_NVML_LIBRARY (native) or by loading it into
+ * pynvml. The ABI subset is declared below from NVIDIA's public documentation (NVML API reference,
+ * pynvml.py of nvidia-ml-py), independently of csrc/nvml_abi.hpp, so that a layout slip on one side
+ * shows up as wrong values instead of being mirrored.
+ *
+ * Behaviour, read from the environment at every nvmlInit:
+ *   FAKE_NVML_INIT_ERROR=<code>  nvmlInit returns that nvmlReturn_t
+ *   FAKE_NVML_DEVICES=<n>        device count (default 2, at most 4)
+ *   FAKE_NVML_LOST_AFTER=<n>     device 1 answers GPU_IS_LOST to every call after its n-th
+ *   FAKE_NVML_HANG_AT=<n>        the n-th nvmlDeviceGetUtilizationRates on device 0 blocks ...
+ *   FAKE_NVML_HANG_MS=<ms>       ... for this long (default 3000)
+ *   FAKE_NVML_STATIC=1           levels do not depend on call counts (to compare two readers)
+ *
+ * Values (d = device index; n = how many times this function was called on this device, this call
+ * included, or 1 with FAKE_NVML_STATIC; t = CLOCK_MONOTONIC ns since the first nvmlInit):
+ *   utilization gpu = (7n + 13d) % 101, memory = (3n + 5d) % 101
+ *   memory total = (80 + 16d) GiB, reserved = 512 MiB, used = 1 GiB + d GiB + n MiB,
+ *          free = total - reserved - used (v2), total - used (v1)
+ *   nvmlDeviceGetPowerUsage = 100000 + 1000n + 500d mW; field POWER_INSTANT = 200000 + 1000n + 500d mW
+ *   temperature (V and legacy) = 40 + n % 40 + d C; clocks SM = 1000 + n + 100d, MEM = 2000 + n + 100d MHz
+ *   energy = 1e6 + P_d * t / 1e6 mJ with P_0 = 250 W, P_1 = 150 W
+ *   PCIe tx = (1 + 2d) * t bytes, rx = (2 + 2d) * t bytes (i.e. 1e9 B/s per unit of the factor)
+ *   NVLink tx = 25 GiB/s, rx = 50 GiB/s (as KiB counters) on device 0, summed over 18 links: scopeId
+ *          UINT_MAX gives the sum, a link id 0..17 its 1/18 share
+ * Device 1 answers NOT_SUPPORTED for the POWER_INSTANT, TOTAL_ENERGY_CONSUMPTION and NVLink fields
+ * (the call itself succeeds), and reports PCIe counters as unsigned long.
+ *
+ * Introspection for the tests (ctypes): fake_nvml_calls(name, device) counts calls of a function
+ * ("field:<id>" counts requests of a field id; device -1: nvmlInit_v2, nvmlInitWithFlags,
+ * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (nvmlShutdown while another call
+ * was in flight) and fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown).
+ */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- ABI subset ---- */
+typedef int nvmlReturn_t;
+enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+};
+enum { VT_DOUBLE = 0, VT_UINT = 1, VT_ULONG = 2, VT_ULL = 3 };
+enum { CLOCK_GRAPHICS = 0, CLOCK_SM = 1, CLOCK_MEM = 2 };
+enum {
+  FI_TOTAL_ENERGY = 83,
+  FI_NVLINK_DATA_TX = 138,
+  FI_NVLINK_DATA_RX = 139,
+  FI_POWER_INSTANT = 186,
+  FI_PCIE_TX = 197,
+  FI_PCIE_RX = 198
+};
+
+typedef struct fake_device *nvmlDevice_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+typedef struct { unsigned int version; int sensorType; int temperature; } nvmlTemperature_v1_t;
+typedef union {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+
+_Static_assert(sizeof(nvmlFieldValue_t) == 40 && offsetof(nvmlFieldValue_t, value) == 32, "field value");
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "memory v2");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "pci info");
+#define MEMORY_V2_VERSION 0x02000028u /* pynvml.py nvmlMemory_v2 */
+#define TEMPERATURE_V1_VERSION 0x0100000Cu /* pynvml.py nvmlTemperature_v1 */
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_DEVICES 4
+#define GiB (1024ull * 1024 * 1024)
+#define MiB (1024ull * 1024)
+
+/* ---- state ---- */
+struct fake_device { int index; };
+static struct fake_device devices[MAX_DEVICES] = {{0}, {1}, {2}, {3}};
+
+static int cfg_init_error, cfg_devices = 2, cfg_static;
+static long cfg_lost_after, cfg_hang_at, cfg_hang_ms = 3000;
+static long long t0_ns = -1;
+static int refcount, inflight, unsafe_shutdowns, uninitialized_calls;
+static long device_calls[MAX_DEVICES];
+
+/* Call counters: (name, device) -> count. */
+#define MAX_COUNTERS 128
+static struct { char name[48]; int device; long count; } counters[MAX_COUNTERS];
+static int ncounters;
+static long bump(const char *name, int device) {
+  for (int i = 0; i < __atomic_load_n(&ncounters, __ATOMIC_ACQUIRE); ++i)
+    if (counters[i].device == device && strcmp(counters[i].name, name) == 0)
+      return __atomic_add_fetch(&counters[i].count, 1, __ATOMIC_SEQ_CST);
+  /* Rare: a new name. Serialised by a spin lock; lookups above only read published entries. */
+  static int lock;
+  while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE)) {}
+  long r = 0;
+  for (int i = 0; i < ncounters; ++i)
+    if (counters[i].device == device && strcmp(counters[i].name, name) == 0) r = ++counters[i].count;
+  if (!r && ncounters < MAX_COUNTERS) {
+    snprintf(counters[ncounters].name, sizeof counters[ncounters].name, "%s", name);
+    counters[ncounters].device = device;
+    counters[ncounters].count = r = 1;
+    __atomic_store_n(&ncounters, ncounters + 1, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+  return r;
+}
+
+EXPORT long fake_nvml_calls(const char *name, int device) {
+  for (int i = 0; i < __atomic_load_n(&ncounters, __ATOMIC_ACQUIRE); ++i)
+    if (counters[i].device == device && strcmp(counters[i].name, name) == 0)
+      return __atomic_load_n(&counters[i].count, __ATOMIC_SEQ_CST);
+  return 0;
+}
+EXPORT int fake_nvml_refcount(void) { return __atomic_load_n(&refcount, __ATOMIC_SEQ_CST); }
+EXPORT int fake_nvml_unsafe_shutdowns(void) { return __atomic_load_n(&unsafe_shutdowns, __ATOMIC_SEQ_CST); }
+EXPORT int fake_nvml_uninitialized_calls(void) { return __atomic_load_n(&uninitialized_calls, __ATOMIC_SEQ_CST); }
+
+static long long mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+static long env_long(const char *name, long dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+/* Entry to every device call: counts it, tracks calls in flight, applies loss. n: this call's number. */
+static nvmlReturn_t enter(const char *name, nvmlDevice_t dev, long *n) {
+  __atomic_add_fetch(&inflight, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&refcount, __ATOMIC_SEQ_CST) <= 0) {
+    __atomic_add_fetch(&uninitialized_calls, 1, __ATOMIC_SEQ_CST);
+    return NVML_ERROR_UNINITIALIZED;
+  }
+  if (!dev || dev < devices || dev >= devices + cfg_devices) return NVML_ERROR_INVALID_ARGUMENT;
+  long c = bump(name, dev->index);
+  *n = cfg_static ? 1 : c;
+  long all = __atomic_add_fetch(&device_calls[dev->index], 1, __ATOMIC_SEQ_CST);
+  if (dev->index == 1 && cfg_lost_after > 0 && all > cfg_lost_after) return NVML_ERROR_GPU_IS_LOST;
+  return NVML_SUCCESS;
+}
+static nvmlReturn_t leave(nvmlReturn_t r) {
+  __atomic_sub_fetch(&inflight, 1, __ATOMIC_SEQ_CST);
+  return r;
+}
+#define ENTER(name, dev)                  \
+  long n = 0;                             \
+  nvmlReturn_t r_ = enter(name, dev, &n); \
+  if (r_ != NVML_SUCCESS) return leave(r_); \
+  const int d = (dev)->index;             \
+  (void)n;                                \
+  (void)d
+
+static unsigned long long elapsed_ns(void) {
+  long long t = mono_ns() - t0_ns;
+  return t > 0 ? (unsigned long long)t : 0;
+}
+__attribute__((unused)) static unsigned long long energy_mj(int d) { return 1000000ull + (d == 0 ? 250ull : 150ull) * elapsed_ns() / 1000000ull; }
+
+/* ---- init / shutdown ---- */
+static nvmlReturn_t do_init(const char *name) {
+  bump(name, -1);
+  cfg_init_error = (int)env_long("FAKE_NVML_INIT_ERROR", 0);
+  cfg_devices = (int)env_long("FAKE_NVML_DEVICES", 2);
+  if (cfg_devices < 0) cfg_devices = 0;
+  if (cfg_devices > MAX_DEVICES) cfg_devices = MAX_DEVICES;
+  cfg_lost_after = env_long("FAKE_NVML_LOST_AFTER", 0);
+  cfg_hang_at = env_long("FAKE_NVML_HANG_AT", 0);
+  cfg_hang_ms = env_long("FAKE_NVML_HANG_MS", 3000);
+  cfg_static = (int)env_long("FAKE_NVML_STATIC", 0);
+  if (cfg_init_error) return cfg_init_error;
+  if (t0_ns < 0) t0_ns = mono_ns();
+  __atomic_add_fetch(&refcount, 1, __ATOMIC_SEQ_CST);
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return do_init("nvmlInit_v2"); }
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+  (void)flags;
+  return do_init("nvmlInitWithFlags");
+}
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+  bump("nvmlShutdown", -1);
+  if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) __atomic_add_fetch(&unsafe_shutdowns, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&refcount, __ATOMIC_SEQ_CST) <= 0) return NVML_ERROR_UNINITIALIZED;
+  __atomic_sub_fetch(&refcount, 1, __ATOMIC_SEQ_CST);
+  return NVML_SUCCESS;
+}
+EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Fake NVML error";
+  }
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+  if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+  *count = (unsigned)cfg_devices;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev) {
+  if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+  if (index >= (unsigned)cfg_devices) return NVML_ERROR_INVALID_ARGUMENT;
+  *dev = &devices[index];
+  return NVML_SUCCESS;
+}
+
+/* ---- device queries ---- */
+static nvmlReturn_t put_string(char *buf, unsigned int len, const char *s) {
+  if (strlen(s) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(buf, s, strlen(s) + 1);
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int len) {
+  ENTER("nvmlDeviceGetName", dev);
+  char s[64];
+  snprintf(s, sizeof s, "Fake GPU %d", d);
+  return leave(put_string(name, len, s));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  ENTER("nvmlDeviceGetUUID", dev);
+  char s[64];
+  snprintf(s, sizeof s, "GPU-fa4e0000-0000-0000-0000-00000000000%d", d);
+  return leave(put_string(uuid, len, s));
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci) {
+  ENTER("nvmlDeviceGetPciInfo_v3", dev);
+  memset(pci, 0, sizeof *pci);
+  pci->bus = (unsigned)(0x17 + d);
+  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", pci->bus);
+  snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+  pci->pciDeviceId = 0x233510deu;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u) {
+  ENTER("nvmlDeviceGetUtilizationRates", dev);
+  if (d == 0 && cfg_hang_at > 0 && fake_nvml_calls("nvmlDeviceGetUtilizationRates", 0) == cfg_hang_at) {
+    struct timespec ts = {cfg_hang_ms / 1000, (cfg_hang_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  u->gpu = (unsigned)((7 * n + 13 * d) % 101);
+  u->memory = (unsigned)((3 * n + 5 * d) % 101);
+  return leave(NVML_SUCCESS);
+}
+static void memory_values(int d, long n, unsigned long long *total, unsigned long long *reserved,
+                          unsigned long long *used) {
+  *total = (80ull + 16ull * (unsigned)d) * GiB;
+  *reserved = 512 * MiB;
+  *used = GiB + (unsigned)d * GiB + (unsigned long long)n * MiB;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *m) {
+  ENTER("nvmlDeviceGetMemoryInfo", dev);
+  unsigned long long reserved;
+  memory_values(d, n, &m->total, &reserved, &m->used);
+  m->free = m->total - m->used;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *mw) {
+  ENTER("nvmlDeviceGetPowerUsage", dev);
+  *mw = (unsigned)(100000 + 1000 * n + 500 * d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned int *t) {
+  ENTER("nvmlDeviceGetTemperature", dev);
+  if (sensor != 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  *t = (unsigned)(40 + n % 40 + d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev, int type, unsigned int *mhz) {
+  if (type == CLOCK_SM) {
+    ENTER("nvmlDeviceGetClockInfo:SM", dev);
+    *mhz = (unsigned)(1000 + n + 100 * d);
+    return leave(NVML_SUCCESS);
+  }
+  if (type == CLOCK_MEM) {
+    ENTER("nvmlDeviceGetClockInfo:MEM", dev);
+    *mhz = (unsigned)(2000 + n + 100 * d);
+    return leave(NVML_SUCCESS);
+  }
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+#ifndef FAKE_NVML_MINIMAL
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *m) {
+  ENTER("nvmlDeviceGetMemoryInfo_v2", dev);
+  if (m->version != MEMORY_V2_VERSION) return leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  memory_values(d, n, &m->total, &m->reserved, &m->used);
+  m->free = m->total - m->reserved - m->used;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t dev, nvmlTemperature_v1_t *t) {
+  ENTER("nvmlDeviceGetTemperatureV", dev);
+  if (t->version != TEMPERATURE_V1_VERSION) return leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  if (t->sensorType != 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  t->temperature = (int)(40 + n % 40 + d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long long *mj) {
+  ENTER("nvmlDeviceGetTotalEnergyConsumption", dev);
+  *mj = energy_mj(d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValue_t *values) {
+  ENTER("nvmlDeviceGetFieldValues", dev);
+  long long now_us = mono_ns() / 1000;
+  unsigned long long t = elapsed_ns();
+  for (int i = 0; i < count; ++i) {
+    nvmlFieldValue_t *f = &values[i];
+    char name[32];
+    snprintf(name, sizeof name, "field:%u", f->fieldId);
+    long k = bump(name, d);
+    if (cfg_static) k = 1;
+    f->timestamp = now_us;
+    f->latencyUsec = 0;
+    f->nvmlReturn = NVML_SUCCESS;
+    switch (f->fieldId) {
+      case FI_POWER_INSTANT:
+        if (d == 1) { f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break; }
+        f->valueType = VT_UINT;
+        f->value.uiVal = (unsigned)(200000 + 1000 * k + 500 * d);
+        break;
+      case FI_TOTAL_ENERGY:
+        if (d == 1) { f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break; }
+        f->valueType = VT_ULL;
+        f->value.ullVal = energy_mj(d);
+        break;
+      case FI_PCIE_TX:
+      case FI_PCIE_RX: {
+        unsigned long long bytes = (f->fieldId == FI_PCIE_TX ? 1ull : 2ull) * t + 2ull * (unsigned)d * t;
+        if (d == 1) {
+          f->valueType = VT_ULONG;
+          f->value.ulVal = (unsigned long)bytes;
+        } else {
+          f->valueType = VT_ULL;
+          f->value.ullVal = bytes;
+        }
+        break;
+      }
+      case FI_NVLINK_DATA_TX:
+      case FI_NVLINK_DATA_RX: {
+        if (d != 0) { f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break; }
+        /* KiB: 25 GiB/s = 25 * 1024 * 1024 KiB/s, rx twice that; 18 links. */
+        unsigned long long kib = (f->fieldId == FI_NVLINK_DATA_TX ? 25ull : 50ull) * 1024ull * 1024ull * t / 1000000000ull;
+        f->valueType = VT_ULL;
+        if (f->scopeId == 0xFFFFFFFFu) f->value.ullVal = kib;
+        else if (f->scopeId < 18) f->value.ullVal = kib / 18;
+        else f->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        break;
+      }
+      default:
+        f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return leave(NVML_SUCCESS);
+}
+#endif

@@ -1,0 +1,396 @@
+"""GPU channels against a fake libnvidia-ml.so.1 (tests/fake_nvml/fake_nvml.c), built here with cc.
+
+Each test gets its own copy of the fake (a separate file is a separate library instance in the
+process, with fresh call counters). Level values follow the fake's formulas exactly; counters grow
+linearly with CLOCK_MONOTONIC, so rates are compared with the measured interval's jitter in mind.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import sysprof
+from sysprof.sampler import native_available
+
+FAKE_SRC = os.path.join(os.path.dirname(__file__), "fake_nvml", "fake_nvml.c")
+GiB, MiB = 1024 ** 3, 1024 ** 2
+GPU_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
+                "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
+                "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
+                "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
+                "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+NO_HOST = dict(cpu=False, memory=False, disk=False, net=False)
+RATE_REL = 0.02  # fake counters follow the fake's clock, rates use the sampler's tick times
+needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")
+
+
+@pytest.fixture(scope="session")
+def fake_builds(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake NVML library")
+    out = tmp_path_factory.mktemp("fake_nvml")
+    libs = {}
+    for kind, flags in (("full", []), ("minimal", ["-DFAKE_NVML_MINIMAL"])):
+        path = out / f"{kind}.so"
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(path), FAKE_SRC],
+                       check=True)
+        libs[kind] = path
+    return libs
+
+
+class Fake:
+    """A private copy of the fake library, selected through SYSPROF_NVML_LIBRARY."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lib = ctypes.CDLL(path)  # same instance as the sampler's dlopen of this path
+        self.lib.fake_nvml_calls.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.lib.fake_nvml_calls.restype = ctypes.c_long
+
+    def calls(self, name: str, device: int = -1) -> int:
+        return self.lib.fake_nvml_calls(name.encode(), device)
+
+    def refcount(self) -> int:
+        return self.lib.fake_nvml_refcount()
+
+    def unsafe_shutdowns(self) -> int:
+        return self.lib.fake_nvml_unsafe_shutdowns()
+
+    def uninitialized_calls(self) -> int:
+        return self.lib.fake_nvml_uninitialized_calls()
+
+
+@pytest.fixture
+def fake(fake_builds, tmp_path, monkeypatch):
+    made = []
+
+    def make(kind: str = "full", **env) -> Fake:
+        d = tmp_path / f"lib{len(made)}"
+        d.mkdir()
+        path = d / "libnvidia-ml.so.1"
+        shutil.copy(fake_builds[kind], path)
+        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "STATIC"):
+            monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(f"FAKE_NVML_{k.upper()}", str(v))
+        monkeypatch.setenv("SYSPROF_NVML_LIBRARY", str(path))
+        made.append(Fake(str(path)))
+        return made[-1]
+    return make
+
+
+@pytest.fixture
+def fresh_pynvml():
+    """pynvml keeps one library per process: point it at this test's fake, and restore it after."""
+    pynvml = pytest.importorskip("pynvml")
+    saved = pynvml.nvmlLib
+    pynvml.nvmlLib = None
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    yield pynvml
+    gc.collect()
+    pynvml.nvmlLib = saved
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+
+
+def expected_levels(d: int, n: int, *, v2: bool = True, field_power: bool = True) -> dict:
+    """The fake's level values for device d at the n-th call of each getter (tests/fake_nvml)."""
+    total, reserved, used = (80 + 16 * d) * GiB, 512 * MiB, GiB + d * GiB + n * MiB
+    return {
+        "utilization_percent": (7 * n + 13 * d) % 101,
+        "memory_utilization_percent": (3 * n + 5 * d) % 101,
+        "memory_used_bytes": used,
+        "memory_total_bytes": total,
+        "memory_free_bytes": total - reserved - used if v2 else total - used,
+        "memory_reserved_bytes": reserved if v2 else math.nan,
+        "power_watts": (200000 if field_power else 100000) / 1000 + n + 0.5 * d,
+        "temperature_celsius": 40 + n % 40 + d,
+        "sm_clock_hz": (1000 + n + 100 * d) * 1e6,
+        "memory_clock_hz": (2000 + n + 100 * d) * 1e6,
+    }
+
+
+def assert_levels(row: dict, d: int, expected: dict) -> None:
+    for name, want in expected.items():
+        got = row[f"gpu/{d}/{name}"]
+        if math.isnan(want):
+            assert math.isnan(got), (d, name, got)
+        else:
+            assert got == want, (d, name, got, want)
+
+
+def gpu_sampler(backend: str, **kw) -> sysprof.Sampler:
+    args = dict(NO_HOST, gpu=True, interval=0.001, backend=backend)
+    args.update(kw)
+    return sysprof.Sampler(**args)
+
+
+NVLINK_NOTE = ("gpu/1: nvlink_tx_bytes_per_second read NaN (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: "
+               "NVML_ERROR_NOT_SUPPORTED); gpu/1: nvlink_rx_bytes_per_second read NaN "
+               "(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: NVML_ERROR_NOT_SUPPORTED)")
+DEVICES = [{"index": d, "name": f"Fake GPU {d}", "uuid": f"GPU-fa4e0000-0000-0000-0000-00000000000{d}",
+            "pci_bus_id": f"00000000:{0x17 + d:02X}:00.0"} for d in (0, 1)]
+
+
+@needs_native
+def test_native_exact_values(fake):
+    f = fake()
+    s = gpu_sampler("native")
+    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
+    assert s.devices == DEVICES
+    assert s.errors == {"gpu": NVLINK_NOTE}
+    rows = []
+    for _ in range(3):
+        time.sleep(0.05)
+        rows.append(s.sample())
+    # Getter calls so far: 1 when opened, 1 priming sample()'s own reader, then one per sample().
+    for k, row in enumerate(rows):
+        n = 3 + k
+        assert_levels(row, 0, expected_levels(0, n))
+        # Device 1 refuses the instant-power field: nvmlDeviceGetPowerUsage answers instead.
+        assert_levels(row, 1, expected_levels(1, n, field_power=False))
+    for k, row in enumerate(rows):
+        for d, (tx, rx) in enumerate(((1e9, 2e9), (3e9, 4e9))):
+            assert row[f"gpu/{d}/pcie_tx_bytes_per_second"] == pytest.approx(tx, rel=RATE_REL)
+            assert row[f"gpu/{d}/pcie_rx_bytes_per_second"] == pytest.approx(rx, rel=RATE_REL)
+        # All 18 links (scopeId UINT_MAX), KiB counters turned into bytes.
+        assert row["gpu/0/nvlink_tx_bytes_per_second"] == pytest.approx(25 * GiB, rel=RATE_REL)
+        assert row["gpu/0/nvlink_rx_bytes_per_second"] == pytest.approx(50 * GiB, rel=RATE_REL)
+        assert math.isnan(row["gpu/1/nvlink_tx_bytes_per_second"])
+        assert math.isnan(row["gpu/1/nvlink_rx_bytes_per_second"])
+        for d, watts in ((0, 250.0), (1, 150.0)):
+            e = row[f"gpu/{d}/energy_joules"]
+            assert e > 1000.0 and e == round(e, 3)  # 1e6 mJ at the fake's start, in mJ steps
+            # The first counter movement has no start; from the second on, power between movements.
+            if k == 0:
+                assert math.isnan(row[f"gpu/{d}/energy_power_watts"])
+            else:
+                assert row[f"gpu/{d}/energy_power_watts"] == pytest.approx(watts, rel=RATE_REL)
+    assert rows[2]["gpu/0/energy_joules"] > rows[1]["gpu/0/energy_joules"]
+
+
+@needs_native
+def test_refused_metric_asked_once(fake):
+    f = fake()
+    s = gpu_sampler("native")
+    for _ in range(3):
+        s.sample()
+    s.start()
+    time.sleep(0.1)
+    s.stop()
+    ticks1 = f.calls("nvmlDeviceGetFieldValues", 1)
+    assert ticks1 >= 3 + 2 + 20  # open, sample()'s reader, 3 sample() calls, thread rows
+    # Device 1's NOT_SUPPORTED entries (in an otherwise successful call): asked exactly once.
+    for field in (186, 83, 138, 139):
+        assert f.calls(f"field:{field}", 1) == 1, field
+    assert f.calls("field:197", 1) == ticks1
+    # ... and their fallbacks every time instead; device 0 never needs them.
+    assert f.calls("nvmlDeviceGetPowerUsage", 1) == ticks1
+    assert f.calls("nvmlDeviceGetTotalEnergyConsumption", 1) == ticks1
+    assert f.calls("field:186", 0) == f.calls("nvmlDeviceGetFieldValues", 0)
+    assert f.calls("nvmlDeviceGetPowerUsage", 0) == 0
+    assert f.calls("nvmlDeviceGetTotalEnergyConsumption", 0) == 0
+    # The legacy getters stay unused where the versioned ones answer.
+    assert f.calls("nvmlDeviceGetMemoryInfo", 0) == 0 and f.calls("nvmlDeviceGetTemperature", 0) == 0
+
+
+@needs_native
+def test_library_without_optional_symbols(fake):
+    f = fake("minimal")
+    s = gpu_sampler("native")
+    time.sleep(0.02)
+    row = s.sample()
+    for d in (0, 1):
+        assert_levels(row, d, expected_levels(d, 3, v2=False, field_power=False))
+        for c in ("energy_joules", "energy_power_watts", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
+                  "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second"):
+            assert math.isnan(row[f"gpu/{d}/{c}"]), c
+    assert f.calls("nvmlDeviceGetTemperature", 0) == 3  # the legacy getter, since V is missing
+    err = s.errors["gpu"]
+    assert "gpu/0: energy_joules, energy_power_watts read NaN (nvmlDeviceGetTotalEnergyConsumption: " \
+           "NVML_ERROR_FUNCTION_NOT_FOUND)" in err
+    assert "gpu/1: pcie_tx_bytes_per_second read NaN (NVML_FI_DEV_PCIE_COUNT_TX_BYTES: " \
+           "NVML_ERROR_FUNCTION_NOT_FOUND)" in err
+    # Power, memory and temperature: the fallbacks answered, so no note.
+    assert not [n for n in err.split("; ") if n.split(": ")[1].startswith(("power", "memory", "temperature"))]
+    assert len(err.split("; ")) == 10  # energy, pcie tx/rx, nvlink tx/rx on both devices
+
+
+@needs_native
+def test_lost_device_others_and_host_continue(fake):
+    # Device 1 makes 8 calls per tick: lost during the 5th tick (open, priming, thread re-prime, ...).
+    f = fake(lost_after=36)
+    s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False,
+                        backend="native")
+    s.start()
+    time.sleep(0.15)
+    calls_at_loss = f.calls("nvmlDeviceGetFieldValues", 1) + f.calls("nvmlDeviceGetUtilizationRates", 1)
+    time.sleep(0.05)
+    s.stop()
+    b = s.drain()
+    assert len(b) > 50
+    lost_col = b.column("gpu/1/utilization_percent")
+    first_nan = int(np.argmax(np.isnan(lost_col)))
+    assert first_nan <= 2 and np.isnan(lost_col[first_nan:]).all()
+    for c in GPU_CHANNELS:
+        assert np.isnan(b.column(f"gpu/1/{c}")[first_nan:]).all(), c
+    assert np.isfinite(b.column("gpu/0/utilization_percent")).all()
+    assert np.isfinite(b.column("gpu/0/power_watts")).all()
+    assert np.isfinite(b.column("memory/total_bytes")).all()
+    assert "gpu/1: lost (" in s.errors["gpu"]
+    # A lost device is not asked again, by the thread or by sample().
+    row = s.sample()
+    assert math.isnan(row["gpu/1/power_watts"]) and row["gpu/0/power_watts"] > 0
+    assert f.calls("nvmlDeviceGetFieldValues", 1) + f.calls("nvmlDeviceGetUtilizationRates", 1) == calls_at_loss
+
+
+INIT_FAILURES = [(9, "NVML_ERROR_DRIVER_NOT_LOADED"), (18, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+                 (4, "NVML_ERROR_NO_PERMISSION")]
+
+
+@needs_native
+@pytest.mark.parametrize("code,name", INIT_FAILURES)
+def test_init_failure_native(fake, code, name):
+    fake(init_error=code)
+    s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False,
+                        backend="native")
+    assert not [c for c in s.channels if c.startswith("gpu/")]
+    assert s.errors["gpu"].startswith(f"nvmlInit_v2 failed: {name} (")
+    assert s.devices == []
+    s.start()
+    time.sleep(0.03)
+    s.stop()
+    assert len(s.drain()) > 5  # host sampling unaffected
+
+
+@pytest.mark.parametrize("backend", ["native", "psutil"])
+def test_no_library(tmp_path, monkeypatch, backend, fresh_pynvml):
+    if backend == "native" and not native_available()[0]:
+        pytest.skip("native extension unavailable")
+    missing = tmp_path / "nowhere" / "libnvidia-ml.so.1"
+    monkeypatch.setenv("SYSPROF_NVML_LIBRARY", str(missing))
+    s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False, backend=backend)
+    assert "memory/total_bytes" in s.channels and not [c for c in s.channels if c.startswith("gpu/")]
+    assert f"NVML library not loadable ({missing})" in s.errors["gpu"]
+
+
+@pytest.mark.parametrize("code,name", INIT_FAILURES)
+def test_init_failure_pynvml(fake, fresh_pynvml, code, name):
+    fake(init_error=code)
+    s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False,
+                        backend="psutil")
+    assert not [c for c in s.channels if c.startswith("gpu/")]
+    assert f"nvmlInit failed: {name} (" in s.errors["gpu"]
+
+
+@needs_native
+def test_stop_bounded_while_a_call_hangs(fake):
+    # The 4th utilization call on device 0 (the thread's first tick) blocks for 3 s.
+    f = fake(hang_at=4, hang_ms=3000)
+    s = gpu_sampler("native", memory=True)
+    s.start()
+    deadline = time.monotonic() + 2
+    while f.calls("nvmlDeviceGetUtilizationRates", 0) < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert f.calls("nvmlDeviceGetUtilizationRates", 0) == 4
+    t0 = time.monotonic()
+    s.stop()
+    took = time.monotonic() - t0
+    assert 1.9 < took < 2.6, took  # waits its 2 s bound, then abandons the stuck thread
+    assert not s.running
+    assert "sampling thread blocked in this source" in s.errors["gpu"]
+    with pytest.raises(RuntimeError, match="still blocked"):
+        s.start()
+    # sample() has its own reader and goes on meanwhile.
+    assert s.sample()["gpu/0/utilization_percent"] == (7 * 5) % 101
+    del s
+    gc.collect()
+    # The stuck call still holds the library: no nvmlShutdown yet ...
+    assert f.refcount() == 1 and f.calls("nvmlShutdown") == 0
+    deadline = time.monotonic() + 3
+    while f.refcount() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # ... and exactly one, after the call returned.
+    assert f.refcount() == 0 and f.calls("nvmlShutdown") == 1 == f.calls("nvmlInit_v2")
+    assert f.unsafe_shutdowns() == 0 and f.uninitialized_calls() == 0
+
+
+@needs_native
+def test_shutdown_after_normal_stop(fake):
+    f = fake()
+    s = gpu_sampler("native")
+    s.start()
+    time.sleep(0.02)
+    t0 = time.monotonic()
+    s.stop()
+    assert time.monotonic() - t0 < 0.1
+    s.start()  # restart allowed
+    time.sleep(0.02)
+    s.stop()
+    assert f.refcount() == 1
+    del s
+    gc.collect()
+    assert f.refcount() == 0 and f.calls("nvmlShutdown") == 1 and f.unsafe_shutdowns() == 0
+
+
+def _rows(s, n=2):
+    rows = []
+    for _ in range(n):
+        time.sleep(0.05)
+        rows.append(s.sample())
+    return rows
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["full", "minimal"])
+def test_native_and_pynvml_agree(fake, fresh_pynvml, kind):
+    f = fake(kind, static=1)  # levels independent of how often each reader calls
+    native = gpu_sampler("native")
+    py = gpu_sampler("psutil")
+    assert py.backend == "psutil"
+    assert py.channels == native.channels
+    assert py.devices == native.devices == DEVICES
+    assert set(py.errors["gpu"].split("; ")) == set(native.errors["gpu"].split("; "))
+    for a, b in zip(_rows(native), _rows(py)):
+        for c in native.channels:
+            x, y = a[c], b[c]
+            if c.endswith(("per_second", "energy_power_watts")):
+                assert (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=2 * RATE_REL), c
+            elif c.endswith("energy_joules"):
+                assert (math.isnan(x) and math.isnan(y)) or abs(x - y) < 200.0, c  # read at different times
+            else:
+                assert (math.isnan(x) and math.isnan(y)) or x == y, (c, x, y)
+    if kind == "full":
+        # The pynvml reader also asks a refused field once (two readers share what they learn).
+        assert f.calls("field:186", 1) == 2  # once per path
+    row = _rows(py, 1)[0]
+    assert not math.isnan(row["gpu/0/power_watts"])
+    del native, py
+    gc.collect()
+    assert f.unsafe_shutdowns() == 0
+
+
+@needs_native
+def test_thread_rows_and_cost(fake, capsys):
+    fake()
+    s = gpu_sampler("native")
+    s.start()
+    time.sleep(0.3)
+    s.stop()
+    b = s.drain()
+    assert len(b) > 100
+    assert np.isfinite(b.column("gpu/0/utilization_percent")).all()
+    assert np.isfinite(b.column("gpu/1/pcie_tx_bytes_per_second")).all()
+    # Rates over 1 ms ticks still follow the fake's constant rates on average.
+    assert np.mean(b.column("gpu/0/pcie_tx_bytes_per_second")) == pytest.approx(1e9, rel=0.05)
+    with capsys.disabled():
+        print(f"\n[fake NVML] 2 devices: sample_ns_mean={s.stats['sample_ns_mean']:.0f} "
+              f"p99={s.stats['sample_ns_p99']:.0f} per tick")
