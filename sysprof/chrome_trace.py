@@ -18,6 +18,7 @@ import math
 import os
 import pathlib
 import tempfile
+import zlib
 from typing import Any, Iterable, Union
 
 __all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event"]
@@ -103,6 +104,20 @@ class ChromeTraceWriter:
         self._put(text if self._count == 0 else ",\n" + text)
         self._count += 1
 
+    def write_encoded(self, text: str, count: int = 1) -> None:
+        """Append ``count`` events already encoded as strict JSON objects separated by ``",\\n"`` (ASCII).
+
+        For bulk writers that render many events from a template built with :func:`encode_event`; the caller
+        guarantees the text is valid.
+
+        Raises:
+            ValueError: the writer is closed.
+        """
+        if self._closed:
+            raise ValueError(f"ChromeTraceWriter for {self.path} is closed")
+        self._put(text if self._count == 0 else ",\n" + text)
+        self._count += count
+
     def write_many(self, events: Iterable[dict]) -> None:
         """Append every event of ``events`` (an iterable of dicts), in order."""
         for event in events:
@@ -153,16 +168,18 @@ def _read_text(path: PathLike) -> str:
     if not _is_gzip(path):
         with open(path, "r", encoding="utf-8") as f:
             return f.read()
+    with open(path, "rb") as f:
+        data = f.read()
     chunks = []
-    with gzip.open(path, "rb") as f:
+    while data:  # one gzip member per iteration; stop at a truncated or corrupt one, keeping its decoded part
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            while True:
-                chunk = f.read(1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except (EOFError, gzip.BadGzipFile):
-            pass  # truncated stream: keep what was decoded
+            chunks.append(d.decompress(data))
+        except zlib.error:
+            break
+        if not d.eof:
+            break
+        data = d.unused_data
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 

@@ -42,7 +42,7 @@ class Marker:
     """
 
     __slots__ = ("state", "should_record", "trace_handlers", "name", "categories", "record_instant_on_start",
-                 "record_instant_on_finish", "_started", "_recorded_start")
+                 "record_instant_on_finish", "_started", "_recorded_start", "_profiler", "_recorded")
 
     def __init__(
         self,
@@ -63,14 +63,29 @@ class Marker:
         self.record_instant_on_finish = record_instant_on_finish
         self._started = False
         self._recorded_start = False
+        self._profiler: Any = None
+        self._recorded: frozenset = frozenset()
 
-    def _duration(self, is_start: bool) -> None:
-        t = _time_ns()
-        ts = self.state.timestamp
+    def _use_profiler_cache(self, profiler: Any, recorded: frozenset) -> None:
+        """Decide recording from ``profiler``'s cached action (``recorded``: action value strings) instead of
+        calling ``should_record``; used by :meth:`sysprof.Profiler.marker` for a sub-microsecond hot path."""
+        self._profiler = profiler
+        self._recorded = recorded
+
+    def _should_record(self) -> bool:
+        p = self._profiler
+        if p is None:
+            return self.should_record(self.state)
+        state = self.state
+        return (p._cached_action if state.timestamp is p._cached_ts else p.current_action(state)) in self._recorded
+
+    def _duration(self, is_start: bool, t: int, ts: Any) -> None:
+        name = self.name
+        categories = self.categories
         for h in self.trace_handlers:
             try:
-                h.process_duration_event(name=self.name, categories=self.categories, is_start=is_start,
-                                         timestamp=ts, wall_clock_time_ns=t)
+                h.process_duration_event(name=name, categories=categories, is_start=is_start, timestamp=ts,
+                                         wall_clock_time_ns=t)
             except Exception as e:  # noqa: BLE001 - a broken handler must not break training
                 report_handler_error(h, e, "process_duration_event")
         if self.record_instant_on_start if is_start else self.record_instant_on_finish:
@@ -84,21 +99,40 @@ class Marker:
             except Exception as e:  # noqa: BLE001
                 report_handler_error(h, e, "process_instant_event")
 
+    # __enter__/__exit__ hold the implementation (the hot path, one Python frame each); start/finish wrap them.
+    def __enter__(self) -> "Marker":
+        if self._started:
+            raise RuntimeError(
+                f"Attempted to start profiler event {self.name}; however, this marker is already started")
+        p = self._profiler
+        state = self.state
+        if p is None:
+            record = self.should_record(state)
+        else:
+            ts = state.timestamp
+            record = (p._cached_action if ts is p._cached_ts else p.current_action(state)) in self._recorded
+        self._started = True
+        self._recorded_start = record
+        if record:
+            self._duration(True, _time_ns(), state.timestamp)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if not self._started:
+            raise RuntimeError(
+                f"Attempted to finish profiler event {self.name}; however, this profiler event is not yet started")
+        self._started = False
+        if self._recorded_start:
+            self._recorded_start = False
+            self._duration(False, _time_ns(), self.state.timestamp)
+
     def start(self) -> None:
-        """Record the start of a duration event (if ``should_record``).
+        """Record the start of a duration event (if recording now).
 
         Raises:
             RuntimeError: the marker is already started.
         """
-        if self._started:
-            raise RuntimeError(
-                f"Attempted to start profiler event {self.name}; however, this marker is already started")
-        if self.should_record(self.state):
-            self._recorded_start = True
-            self._duration(True)
-        else:
-            self._recorded_start = False
-        self._started = True
+        self.__enter__()
 
     def finish(self) -> None:
         """Record the end of the duration event begun by :meth:`start` (if its start was recorded).
@@ -106,37 +140,33 @@ class Marker:
         Raises:
             RuntimeError: the marker is not started.
         """
-        if not self._started:
-            raise RuntimeError(
-                f"Attempted to finish profiler event {self.name}; however, this profiler event is not yet started")
-        self._started = False
-        if self._recorded_start:
-            self._recorded_start = False
-            self._duration(False)
+        self.__exit__(None, None, None)
 
     def instant(self) -> None:
-        """Record an instant event now (if ``should_record``)."""
-        if self.should_record(self.state):
+        """Record an instant event now (if recording now)."""
+        if self._should_record():
             self._instant(_time_ns(), self.state.timestamp)
 
     def counter(self, values: dict) -> None:
-        """Record counter ``values`` (``dict[str, int | float]``, not copied) now (if ``should_record``)."""
-        if self.should_record(self.state):
+        """Record counter ``values`` (``dict[str, int | float]``) now (if recording now)."""
+        p = self._profiler
+        state = self.state
+        if p is None:
+            record = self.should_record(state)
+        else:
+            ts = state.timestamp
+            record = (p._cached_action if ts is p._cached_ts else p.current_action(state)) in self._recorded
+        if record:
             t = _time_ns()
-            ts = self.state.timestamp
+            ts = state.timestamp
+            name = self.name
+            categories = self.categories
             for h in self.trace_handlers:
                 try:
-                    h.process_counter_event(name=self.name, categories=self.categories, timestamp=ts,
-                                            wall_clock_time_ns=t, values=values)
+                    h.process_counter_event(name=name, categories=categories, timestamp=ts, wall_clock_time_ns=t,
+                                            values=values)
                 except Exception as e:  # noqa: BLE001
                     report_handler_error(h, e, "process_counter_event")
-
-    def __enter__(self) -> "Marker":
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.finish()
 
     def __call__(self, func: Optional[Callable[..., Any]] = None) -> Callable[..., Any]:
         """Decorate ``func`` so each call is a duration event; ``@marker()`` (no function) returns the marker."""

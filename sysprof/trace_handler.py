@@ -13,7 +13,7 @@ from typing import Any, Union
 
 from sysprof.callback import Callback
 
-__all__ = ["TraceHandler", "report_handler_error"]
+__all__ = ["TraceHandler", "CounterRows", "report_handler_error"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,49 @@ def report_handler_error(handler: Any, exc: BaseException, what: str) -> None:
            "the event was skipped for this handler (further errors from it are logged at DEBUG level)")
     log.error(msg, exc_info=exc)
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+class CounterRows:
+    """A batch of counter events sharing their names: one row per sample, one series per trace event name.
+
+    Row ``i`` and series ``(name, categories, keys, lo, hi)`` make the event ``name`` at ``times_ns[i]`` with
+    values ``{keys[k]: values[i, lo + k]}``, non-finite values left out (no event when none is left).
+
+    Attributes:
+        series (list[tuple[str, tuple[str, ...], tuple[str, ...], int, int]]): name, categories, keys, column
+            range ``[lo, hi)``; ``hi - lo == len(keys)``.
+        times_ns (numpy.ndarray): int64 (n,), wall-clock ns since the epoch at which each row was sampled.
+        values (numpy.ndarray): float64 (n, m), in trace units.
+        timestamps (list): (n,) training timestamp current at each row.
+    """
+
+    __slots__ = ("series", "times_ns", "values", "timestamps")
+
+    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list) -> None:
+        self.series = series
+        self.times_ns = times_ns
+        self.values = values
+        self.timestamps = timestamps
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    def row_events(self, i: int, row: Any = None):
+        """Yield ``(name, categories, timestamp, wall_clock_time_ns, values)`` for row ``i`` (``row``: its values as
+        a list, if already converted)."""
+        row = self.values[i].tolist() if row is None else row
+        t = int(self.times_ns[i])
+        timestamp = self.timestamps[i]
+        for name, categories, keys, lo, hi in self.series:
+            # v - v == 0.0 is false for NaN and +/-inf: unknown values are left out
+            values = {k: v for k, v in zip(keys, row[lo:hi]) if v - v == 0.0}
+            if values:
+                yield name, categories, timestamp, t, values
+
+    def events(self):
+        """Yield every event of the batch, row by row, as :meth:`row_events` does."""
+        for i, row in enumerate(self.values.tolist()):
+            yield from self.row_events(i, row)
 
 
 class TraceHandler(Callback):
@@ -88,3 +131,13 @@ class TraceHandler(Callback):
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
         """Record the events of a Chrome trace-event JSON file written by another tool (e.g. torch)."""
         del filepath
+
+    def process_counter_rows(self, rows: CounterRows) -> None:
+        """sysprof extension: record a batch of system-profiler counter events (see :class:`CounterRows`).
+
+        The default calls :meth:`process_counter_event` once per event; handlers may override it to record the
+        batch faster. Handlers without this method (e.g. Composer's) get the per-event calls.
+        """
+        emit = self.process_counter_event
+        for name, categories, timestamp, t, values in rows.events():
+            emit(name=name, categories=categories, timestamp=timestamp, wall_clock_time_ns=t, values=values)

@@ -1,0 +1,243 @@
+"""SystemProfiler: channel mapping, per-sample timestamps, recording windows, errors, and a live-sampler check."""
+
+import json
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import psutil
+import pytest
+
+import sysprof.system_profiler as sp_mod
+from sysprof.json_trace_handler import JSONTraceHandler
+from sysprof.profiler import Profiler, State
+from sysprof.sampler import Batch
+from sysprof.system_profiler import SystemProfiler, counter_plan
+
+T0 = 1_700_000_000_000_000_000  # ns
+MS = 1_000_000
+
+CHANNELS = ("cpu/percent", "cpu/user_percent", "memory/available_bytes", "memory/used_bytes", "swap/used_bytes",
+            "swap/free_bytes", "disk/sda/read_bytes", "disk/sda/busy_time_seconds", "disk/sda/read_bytes_per_second",
+            "net/eth0/bytes_sent", "net/eth0/bytes_recv", "net/eth0/bytes_sent_per_second")
+ROW = [12.5, 3.0, 3.5e9, 1.25e9, 0.0, 2e9, 4096.0, 1.5, 512.0, 2500.0, float("nan"), 1000.0]
+
+
+def _expected(ts_ns, rates=False):
+    """Counter events (name, categories, values) the fake row produces, at ``ts_ns``."""
+    ev = [("cpu", ("cpu",), {"cpu_percent": 12.5}),
+          ("memory/virtual", ("memory",), {"used_gb": 1.25, "available_gb": 3.5}),
+          ("memory/swap", ("memory",), {"used_gb": 0.0, "free_gb": 2.0}),
+          ("disk/sda/read_bytes", ("disk",), {"read_bytes": 4096.0}),
+          ("disk/sda/busy_time", ("disk",), {"busy_time": 1500.0})]
+    if rates:
+        ev.append(("disk/sda/read_bytes_per_second", ("disk",), {"read_bytes_per_second": 512.0}))
+    ev.append(("network/eth0/kb_sent", ("net",), {"kb_sent": 2.5}))  # kb_recv is NaN: no event
+    if rates:
+        ev.append(("network/eth0/kb_sent_per_second", ("net",), {"kb_sent_per_second": 1.0}))
+    return [(n, c, ts_ns, v) for n, c, v in ev]
+
+
+class FakeSampler:
+    """Stands in for sysprof.Sampler: ``rows`` (list of (ts_ns, values)) are handed out by the next drain()."""
+
+    def __init__(self, channels=CHANNELS):
+        self.channels = channels
+        self.errors = {}
+        self.rows = []
+        self.running = False
+        self.stats = {"taken": 0}
+
+    def start(self):
+        self.running = True
+
+    def stop(self):
+        self.running = False
+
+    def drain(self):
+        rows, self.rows = self.rows, []
+        ts = np.array([r[0] for r in rows], dtype=np.int64)
+        vals = np.array([r[1] for r in rows], dtype=np.float64).reshape(len(rows), len(self.channels))
+        return Batch(ts, vals, self.channels)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Fake sampler + fake observation clock (``clock["t"]``, ns) for SystemProfiler."""
+    sampler = FakeSampler()
+    clock = {"t": T0}
+    monkeypatch.setattr(SystemProfiler, "_make_sampler", lambda self: sampler)
+    monkeypatch.setattr(sp_mod, "_now_ns", lambda: clock["t"])
+    return sampler, clock
+
+
+def _calls(handler):
+    return [(kw["name"], tuple(kw["categories"]), kw["wall_clock_time_ns"], kw["values"])
+            for kind, kw in handler.calls if kind == "counter"]
+
+
+def test_counter_plan_mapping():
+    plan = counter_plan(CHANNELS, rates=True)
+    assert [(name, cats, keys) for name, cats, keys, *_ in plan] == [
+        ("cpu", ("cpu",), ("cpu_percent",)),
+        ("memory/virtual", ("memory",), ("used_gb", "available_gb")),
+        ("memory/swap", ("memory",), ("used_gb", "free_gb")),
+        ("disk/sda/read_bytes", ("disk",), ("read_bytes",)),
+        ("disk/sda/busy_time", ("disk",), ("busy_time",)),
+        ("disk/sda/read_bytes_per_second", ("disk",), ("read_bytes_per_second",)),
+        ("network/eth0/kb_sent", ("net",), ("kb_sent",)),
+        ("network/eth0/kb_recv", ("net",), ("kb_recv",)),
+        ("network/eth0/kb_sent_per_second", ("net",), ("kb_sent_per_second",)),
+    ]
+    assert "disk/sda/read_bytes_per_second" not in [p[0] for p in counter_plan(CHANNELS, rates=False)]
+    per_cpu = counter_plan(("cpu/0/percent", "cpu/12/percent", "gpu/0/utilization_percent"), rates=False)
+    assert [(p[0], p[2]) for p in per_cpu] == [("cpu/0", ("cpu_percent",)), ("cpu/12", ("cpu_percent",)),
+                                               ("gpu/0/utilization_percent", ("utilization_percent",))]
+
+
+def test_samples_emitted_with_their_own_time_only_inside_windows(fake, recording_handler):
+    sampler, clock = fake
+    actions = {0: "skip", 1: "active", 2: "active_and_save", 3: "skip"}
+    prof = Profiler(schedule=lambda s: actions[int(s.timestamp.batch)], trace_handlers=[recording_handler],
+                    sys_prof_cpu=True, sys_prof_memory=True, sys_prof_disk=True, sys_prof_net=True)
+    prof.start()  # observed at T0: skip
+    for step in (1, 2, 3):  # batch b starts at T0 + 10 ms * b
+        clock["t"] = T0 + 10 * MS * step
+        prof.step()
+    sampler.rows = [(T0 + k * MS, ROW) for k in (5, 10, 15, 25, 30, 35)]
+    prof.stop()
+    assert not sampler.running
+    expected = []
+    for k in (10, 15, 25):  # [10 ms, 30 ms) is the recording window
+        expected += _expected(T0 + k * MS)
+    assert _calls(recording_handler) == expected
+    assert prof.system_profiler is not None
+
+
+def test_rates_option_and_batch_end_drain_before_save(fake, tmp_path):
+    """Rows drained at the ACTIVE_AND_SAVE batch_end land in that cycle's file (the handler saves after)."""
+    sampler, clock = fake
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    actions = {0: "active_and_save", 1: "skip"}
+    prof = Profiler(schedule=lambda s: actions[int(s.timestamp.batch)], trace_handlers=[handler],
+                    sys_prof_memory=True, sys_prof_rates=True)
+    prof.system_profiler.drain_interval_seconds = 3600  # only the batch_end rule drains
+    prof.start()
+    sampler.rows = [(T0 + 1000 + 7 * MS, ROW)]
+    clock["t"] = T0 + 10 * MS
+    prof.step()  # batch_end of the ACTIVE_AND_SAVE batch: drain, then the handler saves ep0-ba1
+    sampler.rows = [(T0 + 12 * MS, ROW)]  # sampled in the SKIP batch: never traced
+    prof.stop()
+    assert os.listdir(tmp_path) == ["ep0-ba1-rank0.json"]
+    events = [e for e in json.loads((tmp_path / "ep0-ba1-rank0.json").read_text()) if e["ph"] == "C"]
+    want = [(n, ",".join(c), (T0 + 1000 + 7 * MS) // 1000, v) for n, c, _, v in _expected(0, rates=True)]
+    assert [(e["name"], e["cat"], e["ts"], e["args"]) for e in events] == want
+    assert all(e["pid"] == 0 and e["tid"] == os.getpid() for e in events)
+
+
+def test_init_without_profiler_raises():
+    state = State()
+    with pytest.raises(RuntimeError, match=r"profiler is not enabled.*pass `profiler=Profiler\(\.\.\.\)`"):
+        SystemProfiler().init(state, None)
+
+
+@pytest.mark.parametrize("kw", [dict(stats_thread_interval_seconds=0), dict(stats_thread_interval_seconds=-1),
+                                dict(drain_interval_seconds=0)])
+def test_bad_intervals(kw):
+    with pytest.raises(ValueError):
+        SystemProfiler(**kw)
+
+
+def test_raising_handler_does_not_stop_sampling(fake, recording_handler):
+    sampler, clock = fake
+
+    class Broken(type(recording_handler)):
+        def process_counter_event(self, **kw):
+            raise ValueError("nope")
+
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[Broken(), recording_handler])
+    prof.start()
+    sampler.rows = [(T0 + MS, ROW)]
+    with pytest.warns(RuntimeWarning, match="Broken raised ValueError: nope"):
+        prof.system_profiler._drain()
+    sampler.rows = [(T0 + 2 * MS, ROW)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof.stop()
+    assert _calls(recording_handler) == _expected(T0 + MS) + _expected(T0 + 2 * MS)
+
+
+def test_fallback_thread_drains_without_events(fake, recording_handler, monkeypatch):
+    sampler, clock = fake
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[recording_handler], sys_prof_cpu=True)
+    sysp = prof.system_profiler
+    sysp.drain_interval_seconds = 0.01  # fallback period: max(1 s, 4 * 0.01 s) = 1 s
+    prof.start()
+    thread = sysp._thread
+    assert thread is not None and thread.daemon and thread.is_alive()
+    sampler.rows = [(T0 + MS, ROW)]
+    deadline = time.monotonic() + 5
+    while not recording_handler.calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _calls(recording_handler)[0] == ("cpu", ("cpu",), T0 + MS, {"cpu_percent": 12.5})
+    prof.stop()
+    assert not thread.is_alive()
+    assert sysp.sampler is None
+
+
+def test_live_sampler_values_against_psutil(tmp_path):
+    """The real sampler (native where built): used_gb within 2 % of psutil's used/1e9, dense 10 ms samples."""
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[handler], sys_prof_cpu=True,
+                    sys_prof_memory=True, sys_prof_disk=True, sys_prof_net=True,
+                    sys_prof_stats_thread_interval_seconds=0.01)
+    prof.start()
+    t_start = time.time_ns()
+    end = time.monotonic() + 0.5
+    n = 0
+    while time.monotonic() < end:  # the main thread runs Python meanwhile
+        n += sum(range(100))
+    vm = psutil.virtual_memory()
+    prof.stop()
+    t_stop = time.time_ns()
+    (trace,) = os.listdir(tmp_path)
+    events = json.loads((tmp_path / trace).read_text())
+    counters = [e for e in events if e["ph"] == "C"]
+    names = {e["name"] for e in counters}
+    assert {"cpu", "memory/virtual", "memory/swap"} <= names
+    assert any(n.startswith("network/") and n.endswith("/kb_sent") for n in names)
+    virt = [e for e in counters if e["name"] == "memory/virtual"]
+    assert set(virt[-1]["args"]) == {"used_gb", "available_gb"}
+    assert virt[-1]["args"]["used_gb"] == pytest.approx(vm.used / 1e9, rel=0.02)
+    cpu = [e["ts"] for e in counters if e["name"] == "cpu"]
+    assert all(t_start // 1000 - 20_000 <= t <= t_stop // 1000 for t in cpu)
+    assert cpu == sorted(cpu)
+    assert len(cpu) >= 0.8 * 50  # generous: CI machines are noisy; the 95 % goal is a benchmark
+    for e in counters:
+        assert all(isinstance(v, (int, float)) for v in e["args"].values())
+
+
+def test_template_rows_match_per_event_encoding(fake, tmp_path):
+    """All-finite rows take the JSON handler's template path; the text equals per-event json encoding."""
+    sampler, clock = fake
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[handler], sys_prof_memory=True,
+                    sys_prof_rates=True)
+    prof.start()
+    finite = ROW[:10] + [7000.0, 0.1]
+    sampler.rows = [(T0 + 1234567, finite), (T0 + 2 * MS, ROW)]
+    prof.stop()
+    (trace,) = os.listdir(tmp_path)
+    text = (tmp_path / trace).read_text()
+    counters = [e for e in json.loads(text) if e["ph"] == "C"]
+    got = [(e["name"], e["ts"], e["args"]) for e in counters]
+    first = [(n, (T0 + 1234567) // 1000, v) for n, _, _, v in _expected(0, rates=True)]
+    first.insert(7, ("network/eth0/kb_recv", (T0 + 1234567) // 1000, {"kb_recv": 7.0}))
+    first[-1] = ("network/eth0/kb_sent_per_second", (T0 + 1234567) // 1000, {"kb_sent_per_second": 1e-4})
+    second = [(n, (T0 + 2 * MS) // 1000, v) for n, _, _, v in _expected(0, rates=True)]
+    assert got == first + second
+    from sysprof.chrome_trace import encode_event
+    for e in counters:
+        assert encode_event(e) in text
