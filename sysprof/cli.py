@@ -155,6 +155,8 @@ def format_value(v, unit: str) -> str:
         return f"{v:.1f}"
     if float(v).is_integer() and abs(v) < 1e15:
         return f"{int(v):d}"
+    if abs(v) >= 1e4:
+        return f"{v:.0f}"
     return f"{v:.4g}"
 
 
@@ -210,9 +212,18 @@ def _warn(msg: str, quiet: bool = False) -> None:
 # --------------------------------------------------------------------------------------------------
 
 class EventBuilder:
-    """Turns sampler batches into Chrome counter events, one event per channel group and row."""
+    """Turns sampler batches into Chrome counter events: one event per channel group and row.
 
-    def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False):
+    With ``changes_only`` (the default) a group's event is written only for rows where one of its values
+    differs from the row before (NaN equal to NaN), plus the first row; ``finish()`` writes every group's
+    last row. Chrome and Perfetto draw a counter as a step function that holds its value until the next
+    event, so nothing is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first
+    event. ``report`` weighs each value by how long it held."""
+
+    def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
+                 changes_only: bool = True):
+        import numpy as np
+
         groups = {}
         for i, ch in enumerate(channels):
             group, key = split_channel(ch)
@@ -222,28 +233,66 @@ class EventBuilder:
         self.groups = []
         for group, (idx, keys) in groups.items():
             pid = process_pid if (process_pid is not None and group.split("/", 1)[0] == "process") else system_pid
-            self.groups.append((group, pid, idx, tuple(keys)))
+            self.groups.append((group, pid, np.asarray(idx, dtype=np.intp), tuple(keys)))
         self.float_ts = float_ts
+        self.changes_only = changes_only
+        self._prev = None          # the last row seen (values), to compare the next batch's first row with
+        self._last_ts_ns = None
+        self._emitted_last = None  # per group: whether the last row seen was written for it
 
-    def timestamps(self, ts_ns):
-        if self.float_ts:
-            return [round(t / 1000.0, 3) for t in ts_ns.tolist()]
-        return (ts_ns // 1000).tolist()
+    def ts(self, t_ns: int):
+        return round(t_ns / 1000.0, 3) if self.float_ts else t_ns // 1000
 
     def events(self, batch):
+        import numpy as np
+
         n = len(batch)
         if n == 0 or not self.groups:
             return []
-        ts = self.timestamps(batch.timestamps_ns)
-        values = batch.values
-        cols = [(group, pid, keys, values[:, idx].tolist()) for group, pid, idx, keys in self.groups]
+        ts_ns = batch.timestamps_ns.tolist()
+        ts = [self.ts(t) for t in ts_ns]
+        values = np.asarray(batch.values, dtype=np.float64)
+        if self.changes_only:
+            prev = np.empty_like(values)
+            prev[1:] = values[:-1]
+            if self._prev is not None:
+                prev[0] = self._prev
+            nan = np.isnan(values)
+            differs = (values != prev) & ~(nan & np.isnan(prev))
+            if self._prev is None:
+                differs[0] = True
+        rows_by_group = []
+        emitted_last = []
+        for group, pid, idx, keys in self.groups:
+            if self.changes_only:
+                mask = differs[:, idx].any(axis=1)
+                rows = np.flatnonzero(mask).tolist()
+                emitted_last.append(bool(mask[-1]))
+            else:
+                rows = range(n)
+                emitted_last.append(True)
+            if len(rows):
+                rows_by_group.append((group, pid, keys, rows, values[rows][:, idx].tolist()))
+        self._prev = values[-1].copy()
+        self._last_ts_ns = ts_ns[-1]
+        self._emitted_last = emitted_last
         out = []
-        append = out.append
-        for r in range(n):
-            t = ts[r]
-            for group, pid, keys, rows in cols:
-                append({"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0, "args": dict(zip(keys, rows[r]))})
-        return out
+        for group, pid, keys, rows, vals in rows_by_group:
+            for r, v in zip(rows, vals):
+                out.append((r, {"name": group, "ph": "C", "ts": ts[r], "pid": pid, "tid": 0,
+                                "args": dict(zip(keys, v))}))
+        out.sort(key=lambda e: e[0])  # stable: time order, groups in channel order within a row
+        return [e for _, e in out]
+
+    def finish(self):
+        """Events that repeat the last row for every group not written at that row (the trace's end)."""
+        if self._prev is None or not self.changes_only:
+            return []
+        t = self.ts(self._last_ts_ns)
+        last = self._prev.tolist()
+        return [{"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0,
+                 "args": dict(zip(keys, (last[i] for i in idx.tolist())))}
+                for (group, pid, idx, keys), done in zip(self.groups, self._emitted_last) if not done]
 
 
 class _Signals:
@@ -402,7 +451,7 @@ class _Status:
             self.shown = False
 
 
-def _sources_from_args(args, have_target: bool):
+def _sources_from_args(args, have_target: bool, pid_given: bool = False):
     names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process")
     chosen = {n: bool(getattr(args, n)) for n in names}
     if args.all:
@@ -410,6 +459,7 @@ def _sources_from_args(args, have_target: bool):
         chosen["process"] = have_target
     elif not any(chosen.values()):
         chosen.update({n: True for n in DEFAULT_SOURCES})
+        chosen["process"] = pid_given  # following a --pid: its process channels are the point
     if chosen["per_cpu"]:
         chosen["cpu"] = True
     return chosen
@@ -426,7 +476,7 @@ def cmd_record(args) -> int:
         raise CLIError("--process follows a command (after --) or --pid PID; none given", status=2)
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         raise CLIError(f"no such process: {args.pid}")
-    sources = _sources_from_args(args, target)
+    sources = _sources_from_args(args, target, pid_given=args.pid is not None)
     quiet = args.quiet
     output = args.output or _default_output()
 
@@ -477,6 +527,11 @@ def cmd_record(args) -> int:
             except OSError as e:
                 raise CLIError(f"cannot run {command[0]}: {e.strerror or e}", status=126) from None
             signals.child_pid = child.pid
+            for sig in list(signals.received):  # arrived while the command was being started
+                try:
+                    os.kill(child.pid, sig)
+                except ProcessLookupError:
+                    pass
             if follow_child:
                 sampler = make_sampler(pid=child.pid)
                 sampler.start()
@@ -485,10 +540,11 @@ def cmd_record(args) -> int:
         if sampler is not None:
             sampler.stop()
         writer.close()
-        try:
-            os.unlink(output)
-        except OSError:
-            pass
+        if os.path.isfile(output):  # the empty trace we created (never a device such as /dev/null)
+            try:
+                os.unlink(output)
+            except OSError:
+                pass
         if child is not None and child.poll() is None:  # pragma: no cover - only on a sampler failure
             child.popen.kill()
             child.popen.wait()
@@ -513,7 +569,7 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     float_ts = args.interval < 1e-3
     channels = tuple(sampler.channels)
     builder = EventBuilder(channels, my_pid, proc_pid if any(c.startswith("process/") for c in channels) else None,
-                           float_ts=float_ts)
+                           float_ts=float_ts, changes_only=not args.every_row)
     cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
     t_start_ns = time.time_ns()
     ts0 = t_start_ns / 1000.0 if float_ts else t_start_ns // 1000
@@ -542,8 +598,6 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
         "duration_limit_s": args.duration,
     }
     head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": ts0, "pid": my_pid, "tid": 0, "args": meta})
-    writer.write_many(head)
-    writer.flush()
 
     status = _Status(enabled=not quiet and sys.stderr.isatty(), path=output)
     deadline = time.monotonic() + args.duration if args.duration else None
@@ -553,6 +607,8 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     duration_hit = False
     failure = None
     try:
+        writer.write_many(head)
+        writer.flush()
         while True:
             # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration to end
             now = time.monotonic()
@@ -593,28 +649,40 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     finally:
         try:
             sampler.stop()
+        except Exception as e:  # pragma: no cover
+            failure = failure or e
+        stats = {}
+        try:
+            stats = dict(sampler.stats)
             batch = sampler.drain()
             if len(batch):
                 writer.write_many(builder.events(batch))
+            writer.write_many(builder.finish())
             _write_stats_counter(writer, sampler, float_ts)
             stats = dict(sampler.stats)
-        except Exception as e:  # pragma: no cover
+        except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
             failure = failure or e
-            stats = {}
         t_end_ns = time.time_ns()
         stop_args = {"stats": stats, "elapsed_s": (t_end_ns - t_start_ns) / 1e9,
                      "signals": [signal.Signals(s).name for s in signals.received],
                      "duration_reached": duration_hit, "errors": dict(getattr(sampler, "errors", {}))}
         if returncode is not None:
             stop_args["returncode"] = returncode
-        writer.write({"name": STOP_EVENT, "ph": "i", "s": "g",
-                      "ts": t_end_ns / 1000.0 if float_ts else t_end_ns // 1000,
-                      "pid": my_pid, "tid": 0, "args": stop_args})
-        writer.close()
+        try:
+            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g",
+                          "ts": t_end_ns / 1000.0 if float_ts else t_end_ns // 1000,
+                          "pid": my_pid, "tid": 0, "args": stop_args})
+        except Exception as e:
+            failure = failure or e
+        try:
+            writer.close()
+        except Exception as e:
+            failure = failure or e
         status.clear()
 
     if failure is not None:
-        print(f"{PROG}: recording stopped: {type(failure).__name__}: {failure}", file=sys.stderr, flush=True)
+        print(f"{PROG}: recording stopped early: {type(failure).__name__}: {failure}; "
+              f"run 'sysprof repair {output}' if the trace is not closed", file=sys.stderr, flush=True)
 
     if child is not None and returncode is None:
         if duration_hit and child.poll() is None:
@@ -625,7 +693,7 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
                 pass
         returncode = _wait_child(child)
 
-    if not quiet:
+    if not quiet and failure is None:
         taken = int(stats.get("taken", 0))
         elapsed = (t_end_ns - t_start_ns) / 1e9
         size = os.path.getsize(output) if os.path.exists(output) else writer.bytes_written
@@ -669,27 +737,34 @@ def _write_stats_counter(writer, sampler, float_ts):
 # --------------------------------------------------------------------------------------------------
 
 class TraceData:
-    """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats."""
+    """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats.
+
+    ``series[channel] = (ts_us, values)``, sorted by time; a counter holds its value until its next
+    event (Chrome's step semantics), so statistics weigh each value by how long it held."""
 
     def __init__(self, events):
         import numpy as np
 
         self.meta = {}
         self.stop = None
+        self.start_ts = None
+        self.stop_ts = None
         self.last_counter_stats = None
+        self.last_counter_ts = None
         raw = {}
         for ev in events:
             if not isinstance(ev, dict):
                 continue
             ph = ev.get("ph")
             name = ev.get("name")
+            ts = ev.get("ts")
             if ph == "C":
                 args = ev.get("args") or {}
-                ts = ev.get("ts")
-                if ts is None:
+                if not isinstance(ts, (int, float)) or not isinstance(args, dict):
                     continue
                 if name == STATS_COUNTER:
                     self.last_counter_stats = args
+                    self.last_counter_ts = ts
                     continue
                 for key, v in args.items():
                     ch = join_channel(str(name), str(key))
@@ -700,8 +775,10 @@ class TraceData:
                     lst[1].append(float("nan") if v is None else v)
             elif ph in ("i", "I") and name == START_EVENT:
                 self.meta = ev.get("args") or {}
+                self.start_ts = ts
             elif ph in ("i", "I") and name == STOP_EVENT:
                 self.stop = ev.get("args") or {}
+                self.stop_ts = ts
         order = list(self.meta.get("channels") or [])
         known = set(order)
         order += [c for c in raw if c not in known]
@@ -734,25 +811,74 @@ class TraceData:
             return np.zeros(0)
         return np.unique(np.concatenate([t for t, _ in self.series.values()]))
 
+    def interval_us(self) -> float:
+        """The sampling interval in µs: from the metadata, else the median step between timestamps."""
+        import numpy as np
+
+        iv = self.meta.get("interval_s")
+        if isinstance(iv, (int, float)) and iv > 0:
+            return float(iv) * 1e6
+        ts = self.timestamps()
+        return float(np.median(np.diff(ts))) if ts.size >= 2 else 1.0
+
+    def weights(self, t):
+        """How long (µs) each value of a series held: until the series' next event; the last one an interval."""
+        import numpy as np
+
+        w = np.empty_like(t)
+        if t.size:
+            w[:-1] = np.diff(t)
+            w[-1] = self.interval_us()
+        return w
+
+
+def weighted_stats(values, weights) -> dict:
+    """min, mean, p50, p95, max of the finite values, mean and percentiles weighted by ``weights``."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(v) & np.isfinite(w) & (w >= 0)
+    v, w = v[ok], w[ok]
+    if v.size == 0:
+        return dict(min=None, mean=None, p50=None, p95=None, max=None)
+    if not w.sum() > 0:
+        w = np.ones_like(v)
+    order = np.argsort(v, kind="stable")
+    vs, cw = v[order], np.cumsum(w[order])
+    total = cw[-1]
+
+    def q(p):
+        return float(vs[min(int(np.searchsorted(cw, p * total, side="left")), vs.size - 1)])
+
+    return dict(min=float(vs[0]), mean=float(np.dot(v, w) / w.sum()), p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
+
 
 def summarize(data: TraceData) -> dict:
     import numpy as np
 
-    ts = data.timestamps()
-    n = int(ts.size)
-    duration = float((ts[-1] - ts[0]) / 1e6) if n >= 2 else 0.0
-    rate = (n - 1) / duration if duration > 0 else None
     stats = data.stats()
+    # duration: start event -> stop event (or the last flush of a truncated trace), else the data's span
+    ts = data.timestamps()
+    end_ts = data.stop_ts if data.stop_ts is not None else data.last_counter_ts
+    if data.start_ts is not None and end_ts is not None and end_ts > data.start_ts:
+        duration = (end_ts - data.start_ts) / 1e6
+    else:
+        duration = float((ts[-1] - ts[0]) / 1e6) if ts.size >= 2 else 0.0
+    taken, dropped = stats.get("taken"), stats.get("dropped")
+    if isinstance(taken, (int, float)):
+        samples = int(taken - (dropped or 0))
+        rate = samples / duration if duration > 0 else None
+    else:  # a trace from elsewhere: count distinct timestamps
+        samples = int(ts.size)
+        rate = (samples - 1) / duration if duration > 0 and samples >= 2 else None
     channels = {}
     for ch, (t, v) in data.series.items():
+        entry = {"unit": infer_unit(ch), "events": int(v.size), "valid": int(np.isfinite(v).sum())}
+        entry.update(weighted_stats(v, data.weights(t)))
         finite = v[np.isfinite(v)]
-        entry = {"unit": infer_unit(ch), "count": int(v.size), "valid": int(finite.size)}
-        if finite.size:
-            p50, p95 = np.percentile(finite, [50, 95])
-            entry.update(min=float(finite.min()), mean=float(finite.mean()), p50=float(p50), p95=float(p95),
-                         max=float(finite.max()), first=float(finite[0]), last=float(finite[-1]))
-        else:
-            entry.update(min=None, mean=None, p50=None, p95=None, max=None, first=None, last=None)
+        entry["first"] = float(finite[0]) if finite.size else None
+        entry["last"] = float(finite[-1]) if finite.size else None
         channels[ch] = entry
     interval = data.meta.get("interval_s")
     return _jsonable({
@@ -761,11 +887,11 @@ def summarize(data: TraceData) -> dict:
         "backend": data.meta.get("backend"),
         "interval_s": interval,
         "nominal_rate_hz": (1.0 / interval) if interval else None,
-        "samples": n,
+        "samples": samples,
         "duration_s": duration,
         "effective_rate_hz": rate,
-        "taken": stats.get("taken"),
-        "dropped": stats.get("dropped"),
+        "taken": taken,
+        "dropped": dropped,
         "missed_deadlines": stats.get("missed_deadlines"),
         "sample_ns_mean": stats.get("sample_ns_mean"),
         "sample_ns_p99": stats.get("sample_ns_p99"),
@@ -802,14 +928,16 @@ def cmd_report(args) -> int:
     summary = summarize(data)
     keep = _channel_filter(args.channel)
     summary["channels"] = {ch: e for ch, e in summary["channels"].items() if keep(ch)}
+    plotted = None
+    if args.plot:
+        plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
+                             title=summary.get("command") or args.trace, smooth_s=args.smooth)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
         _print_table(summary, args.trace, show_all=args.all or bool(args.channel))
-    if args.plot:
-        plotted = plot_trace(data, args.plot, channel_filter=keep, title=summary.get("command") or args.trace)
-        if not args.json:
+        if plotted is not None:
             print(f"\nplot: {args.plot} ({plotted} series)")
     return 0
 
@@ -868,12 +996,26 @@ def _require_matplotlib():
         raise CLIError("--plot needs matplotlib: pip install sysprof[plot]") from None
 
 
-_SOURCE_ORDER = ("cpu", "process", "memory", "swap", "gpu", "disk", "net", "load")
+_SOURCE_ORDER = ("cpu", "per-cpu", "process", "memory", "swap", "gpu", "disk", "net", "load")
+#: left out of a plot unless asked for with -k: mirrors of other series (idle = 100 - percent,
+#: available/free ~ total - used) and counts that duplicate the byte rates
+_PLOT_SKIP = ("cpu/idle_percent", "cpu/*/idle_percent", "memory/available_bytes", "memory/free_bytes",
+              "memory/total_bytes", "memory/used_percent", "swap/total_bytes", "swap/free_bytes",
+              "*_count_per_second", "net/*/packets_*", "disk/*/read_time_seconds", "disk/*/write_time_seconds",
+              "process/num_threads")
 MAX_PANELS = 10
 MAX_LINES = 8
 
 
-def _plot_selection(data: TraceData, channel_filter):
+def _axis_bytes(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{x:.3g} {unit}"
+        x /= 1024
+    return f"{x:.3g} TiB"  # pragma: no cover
+
+
+def _plot_selection(data: TraceData, channel_filter, filtered: bool = False):
     """(panel title, unit, [channels]) to plot: varying series, rates rather than their running totals."""
     import numpy as np
 
@@ -881,14 +1023,19 @@ def _plot_selection(data: TraceData, channel_filter):
     for ch, (t, v) in data.series.items():
         if not channel_filter(ch):
             continue
+        if not filtered and any(fnmatch.fnmatchcase(ch, p) for p in _PLOT_SKIP):
+            continue
         finite = v[np.isfinite(v)]
-        if finite.size < 2 or finite.min() == finite.max():
+        if finite.size == 0 or finite.min() == finite.max():
             continue  # constant: nothing to see
         if ch + "_per_second" in data.series:
             continue  # a running total whose rate is plotted instead
         if ch.endswith("_total") or ch.endswith("_seconds_total"):
             continue
-        source = ch.split("/", 1)[0]
+        parts = ch.split("/")
+        source = parts[0]
+        if source == "cpu" and len(parts) == 3 and parts[1].isdigit():
+            source = "per-cpu"
         unit = infer_unit(ch)
         panels.setdefault((source, unit), []).append((float(np.ptp(finite)), ch))
     order = {s: i for i, s in enumerate(_SOURCE_ORDER)}
@@ -901,7 +1048,24 @@ def _plot_selection(data: TraceData, channel_filter):
     return out
 
 
-def plot_trace(data: TraceData, path: str, channel_filter=lambda ch: True, title: str = "") -> int:
+def _smoothed(t, v, start, iv, window):
+    """The step series (t, v) sampled every ``iv`` µs from ``start``, averaged over ``window`` µs (centred)."""
+    import numpy as np
+
+    end = t[-1] + iv
+    grid = np.arange(min(start, t[0]), end, iv)
+    idx = np.searchsorted(t, grid, side="right") - 1
+    vals = np.where(idx >= 0, v[np.clip(idx, 0, None)], np.nan)
+    k = max(1, int(round(window / iv)))
+    ok = np.isfinite(vals)
+    box = np.ones(k)
+    num = np.convolve(np.where(ok, vals, 0.0), box, mode="same")
+    den = np.convolve(ok.astype(float), box, mode="same")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return grid, np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+
+def plot_trace(data: TraceData, path: str, channel_filter=None, title: str = "", smooth_s=None) -> int:
     """Draw the varying series on a shared time axis, one panel per (source, unit). Returns series drawn."""
     import matplotlib
 
@@ -909,23 +1073,33 @@ def plot_trace(data: TraceData, path: str, channel_filter=lambda ch: True, title
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    panels = _plot_selection(data, channel_filter)
+    import numpy as np
+
+    iv = data.interval_us()
+    panels = _plot_selection(data, channel_filter or (lambda ch: True), filtered=channel_filter is not None)
     if not panels:
         raise CLIError("nothing to plot: every selected channel is constant")
     ts = data.timestamps()
-    t0 = ts[0] if ts.size else 0.0
+    t0 = data.start_ts if data.start_ts is not None else (ts[0] if ts.size else 0.0)
     n = len(panels)
     fig, axes = plt.subplots(n, 1, sharex=True, figsize=(11, 1.6 + 1.75 * n), squeeze=False)
     drawn = 0
     for ax, (source, unit, chs) in zip(axes[:, 0], panels):
         for ch in chs:
             t, v = data.series[ch]
-            label = ch[len(source) + 1:] if ch.startswith(source + "/") else ch
-            ax.plot((t - t0) / 1e6, v, lw=0.9, label=label or ch)
+            prefix = "cpu/" if source == "per-cpu" else source + "/"
+            label = ch[len(prefix):] if ch.startswith(prefix) else ch
+            if smooth_s:
+                tt, vv = _smoothed(t, v, t0, iv, smooth_s * 1e6)
+                ax.plot((tt - t0) / 1e6, vv, lw=1.0, label=label or ch)
+            else:
+                tt = np.append(t, t[-1] + iv)  # the last value holds for one interval
+                vv = np.append(v, v[-1])
+                ax.plot((tt - t0) / 1e6, vv, lw=0.9, drawstyle="steps-post", label=label or ch)
             drawn += 1
         ax.set_ylabel(f"{source}\n[{unit or 'value'}]", fontsize=9)
         if unit in ("B", "B/s"):
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _p, u=unit: human_bytes(x) + ("/s" if u == "B/s" else "")))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _p, u=unit: _axis_bytes(x) + ("/s" if u == "B/s" else "")))
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
@@ -934,8 +1108,10 @@ def plot_trace(data: TraceData, path: str, channel_filter=lambda ch: True, title
     head = f"sysprof: {title}" if title else "sysprof"
     if interval:
         head += f"  (interval {format_seconds(interval)})"
+    if smooth_s:
+        head += f", {format_seconds(smooth_s)} moving average"
     fig.suptitle(head, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     try:
         fig.savefig(path, dpi=110)
     except OSError as e:
@@ -977,18 +1153,18 @@ def _nvml_info():
     import ctypes.util
 
     env = os.environ.get("SYSPROF_NVML_LIBRARY")
-    candidates = [env] if env else []
     found = ctypes.util.find_library("nvidia-ml")
-    candidates += [c for c in (found, "libnvidia-ml.so.1") if c]
+    candidates = ([(env, "SYSPROF_NVML_LIBRARY")] if env else []) + \
+        [(found or "libnvidia-ml.so.1", "ctypes.util.find_library('nvidia-ml')" if found else "the loader path")]
     errors = []
-    for lib in candidates:
+    for lib, how in candidates:
         try:
             ctypes.CDLL(lib)
-            return {"found": True, "library": lib, "source": "SYSPROF_NVML_LIBRARY" if lib == env else "system"}
+            return {"found": True, "library": lib, "source": how}
         except OSError as e:
-            errors.append(f"{lib}: {e}")
+            errors.append(f"{lib} ({how}): {str(e).split(': ')[-1]}")
     return {"found": False, "library": None,
-            "reason": "; ".join(errors) if errors else "libnvidia-ml not found (set SYSPROF_NVML_LIBRARY)"}
+            "reason": "; ".join(errors) + " -- install the NVIDIA driver or set SYSPROF_NVML_LIBRARY"}
 
 
 def gather_info() -> dict:
@@ -1003,10 +1179,15 @@ def gather_info() -> dict:
     except ImportError as e:
         raise CLIError(f"cannot import the sysprof package: {e}") from None
     try:
-        import sysprof._native  # noqa: F401
-        info["native"] = {"available": True, "reason": "sysprof._native extension loaded"}
-    except ImportError as e:
-        info["native"] = {"available": False, "reason": f"sysprof._native not importable: {e}"}
+        ok, why = sysprof.native_available()
+    except AttributeError:  # pragma: no cover - an older package
+        try:
+            import sysprof._native  # noqa: F401
+            ok, why = True, ""
+        except ImportError as e:
+            ok, why = False, f"sysprof._native not importable: {e}"
+    info["native"] = {"available": bool(ok),
+                      "reason": "the C++ extension sysprof._native is loaded and /proc is there" if ok else why}
     sources = {}
     try:
         s = sysprof.Sampler(interval=0.01, cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
@@ -1046,7 +1227,12 @@ def cmd_info(args) -> int:
     nat = info["native"]
     w(f"sysprof {info['version']} (python {info['python']})\n")
     backend = info.get("backend") or "none"
-    why = nat["reason"] if backend == "native" or not nat["available"] else "native available but not chosen"
+    if backend == "psutil" and nat["available"]:
+        why = "native available but not chosen"
+    elif backend == "psutil":
+        why = f"fallback: {nat['reason']}"
+    else:
+        why = nat["reason"]
     w(f"backend:  {backend}  ({why})\n")
     if info.get("sampler_error"):
         w(f"sampler:  cannot construct: {info['sampler_error']}\n")
@@ -1115,7 +1301,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
                    help="stop after this long (a running command is then sent SIGTERM, like timeout(1))")
-    g = r.add_argument_group("sources (default: --cpu --memory --disk --net)")
+    g = r.add_argument_group("sources (default: --cpu --memory --disk --net; with --pid also --process)")
     g.add_argument("--cpu", action="store_true", help="CPU utilisation by mode (/proc/stat)")
     g.add_argument("--per-cpu", dest="per_cpu", action="store_true", help="also per-CPU utilisation")
     g.add_argument("--memory", action="store_true", help="memory and swap (/proc/meminfo)")
@@ -1128,6 +1314,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every source (--process when there is a command)")
     r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
+    r.add_argument("--every-row", action="store_true",
+                   help="write every channel group at every sample (default: only when a value changed)")
     r.add_argument("--capacity", type=int, default=65536, metavar="ROWS", help="sampler ring-buffer rows")
     r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
@@ -1139,6 +1327,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("trace", metavar="TRACE")
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
+    rp.add_argument("--smooth", type=parse_time, metavar="TIME",
+                    help="plot a moving average over this window (e.g. 100ms) instead of the raw steps")
     rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
                     help="only channels matching this glob or substring (repeatable)")
     rp.add_argument("--all", action="store_true", help="also list channels that were always 0")
@@ -1164,7 +1354,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras and getattr(args, "subcommand", None) == "bench":  # everything goes to benchmarks/run.py
+            args.bench_args, extras = extras + list(args.bench_args or []), []
+        if extras:
+            sub = f"{PROG} {args.subcommand}" if getattr(args, "subcommand", None) else PROG
+            raise CLIError(f"unrecognized arguments: {' '.join(extras)} (see '{sub} --help')", status=2)
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2

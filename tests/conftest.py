@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
+import sysprof
 from sysprof.trace_handler import TraceHandler
+
+
+def pytest_sessionstart(session):
+    # The suite must test the installed package with its extension. Importing the source tree
+    # (e.g. `python -m pytest` from the checkout puts it first on sys.path) would silently fall
+    # back to psutil and test the wrong backend.
+    ok, why = sysprof.native_available()
+    if sys.platform.startswith("linux") and not ok and not os.environ.get("SYSPROF_TEST_PSUTIL_ONLY"):
+        pytest.exit(f"sysprof imported from {os.path.dirname(sysprof.__file__)} without its native extension "
+                    f"({why}). Run the installed package: .venv/bin/pytest (see README).", returncode=3)
 
 
 class RecordingHandler(TraceHandler):
