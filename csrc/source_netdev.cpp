@@ -22,16 +22,12 @@ struct Line {
 };
 
 // The name is everything before the LAST ':' (aliases such as "eth0:1" contain one, and long
-// names run into the numbers with no blank after the colon). The two header lines hold '|'.
+// names run into the numbers with no blank after the colon). The two header lines have no ':'
+// but a '|'.
 int parse_line(Cursor c, Line& l) {
-  if (c.done() || std::memchr(c.p, '|', size_t(c.end - c.p))) return 0;
-  const char* colon = nullptr;
-  for (const char* q = c.end; q > c.p;)
-    if (*--q == ':') {
-      colon = q;
-      break;
-    }
-  if (!colon) return -1;
+  if (c.done()) return 0;
+  const char* colon = static_cast<const char*>(memrchr(c.p, ':', size_t(c.end - c.p)));
+  if (!colon) return std::memchr(c.p, '|', size_t(c.end - c.p)) ? 0 : -1;
   Cursor n{c.p, colon};
   skip_blanks(n);
   if (n.p == colon) return -1;

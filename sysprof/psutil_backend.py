@@ -172,30 +172,28 @@ class PsutilSampler:
 
     def _disk(self, sys_root: str):
         block = os.path.join(sys_root, "block")
-        disks = sorted(psutil.disk_io_counters(perdisk=True, nowrap=True) or {})
-        if os.path.isdir(block):  # whole disks only, as the native source
-            disks = [d for d in disks if os.path.exists(os.path.join(block, d.replace("/", "!")))]
-        counters = _Counters(DISK_FIELDS, DISK_RATES)
-        names = [f"disk/{d}/{f}" for d in disks for f in DISK_FIELDS + tuple(r + "_per_second" for r in DISK_RATES)]
-
-        def read(t: float) -> List[float]:
-            now = psutil.disk_io_counters(perdisk=True, nowrap=True) or {}
-            out: List[float] = []
-            for d in disks:
-                out += counters.row(d, _disk_values(now[d]) if d in now else None, t)
-            return out
-        return names, read
+        # Whole disks only, as the native source: names listed in /sys/block (where there is one).
+        keep = ((lambda d: os.path.exists(os.path.join(block, d.replace("/", "!"))))
+                if os.path.isdir(block) else (lambda d: True))
+        return self._devices("disk", lambda: psutil.disk_io_counters(perdisk=True, nowrap=True),
+                             keep, _Counters(DISK_FIELDS, DISK_RATES), _disk_values)
 
     def _net(self):
-        nics = list(psutil.net_io_counters(pernic=True, nowrap=True) or {})
-        counters = _Counters(NET_FIELDS, NET_RATES)
-        names = [f"net/{n}/{f}" for n in nics for f in NET_FIELDS + tuple(r + "_per_second" for r in NET_RATES)]
+        return self._devices("net", lambda: psutil.net_io_counters(pernic=True, nowrap=True),
+                             lambda n: True, _Counters(NET_FIELDS, NET_RATES), _net_values)
+
+    @staticmethod
+    def _devices(kind: str, read_all, keep, counters: "_Counters", values):
+        """Per-device counters in the kernel's listing order (psutil keeps it), as the native source."""
+        devices = [d for d in (read_all() or {}) if keep(d)]
+        fields = counters.fields + tuple(r + "_per_second" for r in counters.rates)
+        names = [f"{kind}/{d}/{f}" for d in devices for f in fields]
 
         def read(t: float) -> List[float]:
-            now = psutil.net_io_counters(pernic=True, nowrap=True) or {}
+            now = read_all() or {}
             out: List[float] = []
-            for n in nics:
-                out += counters.row(n, _net_values(now[n]) if n in now else None, t)
+            for d in devices:
+                out += counters.row(d, values(now[d]) if d in now else None, t)
             return out
         return names, read
 

@@ -1,0 +1,95 @@
+/* The floor: what reading the same /proc files costs with nothing else done.
+ *
+ * usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE [FILE:MODE ...]
+ *   MODE "1": one pread at offset 0 (single_open seq files: /proc/stat, meminfo, loadavg, <pid>/stat)
+ *   MODE "e": pread until EOF (record seq files: /proc/diskstats, /proc/net/dev)
+ * Files are opened once and re-read from offset 0 each iteration into a 64 KiB buffer, as sysprof's
+ * native reader does; nothing is parsed. Prints one line per iteration: the iteration's cost in ns
+ * (CLOCK_MONOTONIC), after one untimed warm-up iteration.
+ * With -p, iterations are paced at absolute deadlines INTERVAL_NS apart (clock_nanosleep TIMER_ABSTIME, timer
+ * slack 1 ns, a missed deadline skipped as sysprof's thread does) and each line is "COST_NS PERIOD_NS", the period
+ * being the time between this iteration's start and the previous one's (0 on the first line): the reference for
+ * the sampling thread's cost and timing quality. Compiled by benchmarks/run.py at run time.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define BUF (1 << 16)
+static char buf[BUF];
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+  long long interval = 0;
+  if (argc > 2 && strcmp(argv[1], "-p") == 0) {
+    interval = atoll(argv[2]);
+    argv += 2;
+    argc -= 2;
+  }
+  if (argc < 3) {
+    fprintf(stderr, "usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE...\n");
+    return 2;
+  }
+  long iters = atol(argv[1]);
+  int nf = argc - 2;
+  int* fds = calloc((size_t)nf, sizeof(int));
+  int* until_eof = calloc((size_t)nf, sizeof(int));
+  long long* cost = calloc((size_t)(iters > 0 ? iters : 1), sizeof(long long));
+  long long* period = calloc((size_t)(iters > 0 ? iters : 1), sizeof(long long));
+  volatile size_t sink = 0;
+  for (int i = 0; i < nf; ++i) {
+    char* spec = argv[i + 2];
+    char* colon = strrchr(spec, ':');
+    if (!colon) { fprintf(stderr, "bad spec %s\n", spec); return 2; }
+    *colon = '\0';
+    until_eof[i] = colon[1] == 'e';
+    fds[i] = open(spec, O_RDONLY | O_CLOEXEC);
+    if (fds[i] < 0) { perror(spec); return 1; }
+  }
+  if (interval > 0) prctl(PR_SET_TIMERSLACK, 1UL);
+  long long next = now_ns() + interval, prev_t0 = 0;
+  for (long it = -1; it < iters; ++it) {
+    if (interval > 0) {
+      struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+      }
+    }
+    long long t0 = now_ns();
+    for (int i = 0; i < nf; ++i) {
+      size_t off = 0;
+      for (;;) {
+        ssize_t n = pread(fds[i], buf + off, BUF - off, (off_t)off);
+        if (n <= 0) break;
+        off += (size_t)n;
+        if (!until_eof[i] || off >= BUF) break;
+      }
+      sink += off;
+    }
+    long long t1 = now_ns();
+    if (it >= 0) {
+      cost[it] = t1 - t0;
+      period[it] = it > 0 ? t0 - prev_t0 : 0;
+    }
+    prev_t0 = t0;
+    if (interval > 0) {
+      next += interval;
+      if (t1 >= next) next += ((t1 - next) / interval + 1) * interval; /* skip missed deadlines, no burst */
+    }
+  }
+  for (long it = 0; it < iters; ++it) {
+    if (interval > 0) printf("%lld %lld\n", cost[it], period[it]);
+    else printf("%lld\n", cost[it]);
+  }
+  (void)sink;
+  return 0;
+}

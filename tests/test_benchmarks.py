@@ -1,0 +1,170 @@
+"""The benchmark suite runs (``benchmarks/run.py --quick``) and writes every section with sane numbers.
+
+Structure and sanity only (n > 0, p99 >= median, ...): no timing assertion, since CI machines are noisy.
+The benchmark itself lives in benchmarks/, not here.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(REPO, "benchmarks", "run.py")
+SECTIONS = ("cost", "interference", "timing", "marker", "memory", "scaling", "writer")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    import sysprof
+
+    if sysprof.Sampler(interval=1e-3, cpu=False, memory=False, disk=False, net=False).backend != "native":
+        pytest.skip("the benchmarks measure the native backend")
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    r = subprocess.run([sys.executable, RUN, "--quick", "--json", str(out)], capture_output=True, text=True,
+                       timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with open(out) as f:
+        doc = json.load(f)
+    return doc, r.stdout
+
+
+def _dist_ok(d, positive=True):
+    assert d["n"] > 0
+    for k in ("median", "p99", "p25", "p75", "min", "max", "mean"):
+        assert isinstance(d[k], (int, float)) and math.isfinite(d[k]), (k, d)
+    assert d["min"] <= d["p25"] <= d["median"] <= d["p75"] <= d["max"]
+    assert d["median"] <= d["p99"] <= d["max"]
+    if positive:
+        assert d["min"] > 0
+
+
+def test_every_section_present(quick):
+    doc, stdout = quick
+    assert doc["quick"] is True and doc["backend"] == "native"
+    for s in SECTIONS:
+        assert s in doc["sections"], s
+        assert doc["sections"][s]["seconds"] >= 0
+    for title in ("1. Per-sample cost", "2. Interference", "3. Timing", "4. Marker", "5. Memory", "6. Scaling",
+                  "7. Writer", "Goals"):
+        assert title in stdout
+
+
+def test_cost(quick):
+    c = quick[0]["sections"]["cost"]
+    _dist_ok(c["empty_native_call"])
+    for name in ("cpu", "cpu+per_cpu", "memory+swap", "disk", "net", "load", "host set", "seed set"):
+        r = c["sets"][name]
+        assert r["channels"] > 0
+        _dist_ok(r["native_sample"])
+        _dist_ok(r["psutil"])
+        if c["floor_error"] is None:
+            _dist_ok(r["floor"])
+            _dist_ok(r["floor_paced_1khz"])
+            assert r["native_over_floor"] > 0
+        assert r["thread"]["taken"] > 0 and r["thread"]["sample_ns_mean"] > 0
+        assert r["thread"]["sample_ns_p99"] > 0
+    assert c["sets"]["host set"]["channels"] >= c["sets"]["seed set"]["channels"]
+
+
+def test_interference(quick):
+    i = quick[0]["sections"]["interference"]
+    _dist_ok(i["alone_seconds"])
+    assert {f"{k}@{r}" for k in ("sysprof", "seed") for r in (100, 1000, 10000)} <= set(i["configs"])
+    for r in i["configs"].values():
+        _dist_ok(r["loop_seconds"])
+        if r.get("control"):
+            _dist_ok(r["slowdown_percent"], positive=False)
+            continue
+        _dist_ok(r["asked"])
+        _dist_ok(r["slowdown_percent"], positive=False)
+        _dist_ok(r["cpu_time_slowdown_percent"], positive=False)
+        assert r["taken"]["n"] > 0 and r["taken_percent_of_asked"]["n"] > 0
+        assert r["taken_percent_of_asked"]["min"] >= 0
+        assert 0 <= r["deadlines_hit_percent_pooled"] <= 100 + 1e-9
+    assert i["configs"]["sysprof@1000"]["taken"]["median"] > 0
+
+
+def test_timing(quick):
+    t = quick[0]["sections"]["timing"]
+    assert t["rows"] > 1 and t["taken"] >= t["rows"] - 1
+    _dist_ok(t["abs_period_error_us"], positive=False)
+    if t["floor_error"] is None:
+        _dist_ok(t["floor_abs_period_error_us"], positive=False)
+
+
+def test_marker(quick):
+    m = quick[0]["sections"]["marker"]
+    if not m["available"]:
+        assert m["reason"]
+        return
+    sp = m["profilers"]["sysprof"]
+    assert sp["available"]
+    for op in sp["ops"].values():
+        _dist_ok(op["call_us"])
+
+
+def test_memory(quick):
+    m = quick[0]["sections"]["memory"]
+    assert m["samples_drained"] >= 1000
+    assert m["ring_bytes_per_sample"] == 8 * (1 + m["channels"])
+    assert m["ring_bytes"] == m["capacity"] * m["ring_bytes_per_sample"]
+    assert "1000" in m["checkpoints"] and m["rss_growth_bytes"] is not None
+    for v in m["checkpoints"].values():
+        assert v["rss_bytes"] > 0 and v["samples"] > 0
+    tr = m["trace"]
+    if tr["available"]:
+        for f in tr["files"].values():
+            assert f["bytes_per_sample"] > 0 and f["samples"] > 0
+
+
+def test_scaling(quick):
+    s = quick[0]["sections"]["scaling"]
+    for dim in ("cpus", "disks", "nics"):
+        r = s[dim]
+        assert r["n_points"] >= 2 and math.isfinite(r["slope_us_per_unit"])
+        for p in r["points"]:
+            assert p["errors"] == {}, p
+            _dist_ok(p["cost_us"])
+        counts = [p["count"] for p in r["points"]]
+        chans = [p["channels"] for p in r["points"]]
+        assert counts == sorted(counts) and chans == sorted(chans) and chans[0] < chans[-1]
+
+
+def test_writer(quick):
+    w = quick[0]["sections"]["writer"]
+    if not w["available"]:
+        assert w["reason"]
+        return
+    assert w["samples"] > 0 and w["modes"]
+    for r in w["modes"].values():
+        _dist_ok(r["samples_per_s"])
+        _dist_ok(r["bytes_per_s"])
+
+
+def test_goals(quick):
+    doc, stdout = quick
+    assert len(doc["goals"]) >= 7
+    for g in doc["goals"]:
+        assert g["goal"] and g["target"] and g["ok"] in (True, False, None)
+        if g["ok"] is False:
+            assert f"MISSED: {g['goal']}" in stdout
+
+
+def test_main_entry_point():
+    sys.path.insert(0, os.path.dirname(RUN))
+    try:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("sysprof_bench_run", RUN)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(os.path.dirname(RUN))
+    assert callable(mod.main)
+    with pytest.raises(SystemExit):
+        mod.main(["--help"])
