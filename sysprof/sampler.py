@@ -8,6 +8,7 @@ chooses between them.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -32,6 +33,17 @@ def native_available() -> Tuple[bool, str]:
     if not os.path.exists("/proc/stat"):
         return False, "no /proc/stat on this system"
     return True, ""
+
+
+_warned_fallback = False
+
+
+def _warn_fallback(why: str) -> None:
+    """Says once per process that sysprof runs on psutil, and why (a missing build on Linux is a bug)."""
+    global _warned_fallback
+    if not _warned_fallback:
+        _warned_fallback = True
+        warnings.warn(f"sysprof: using the psutil backend: {why}", RuntimeWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,8 @@ class Sampler:
         if backend == "native" and not ok:
             raise ValueError(f"backend='native' is unavailable: {why}")
         self.backend = "native" if backend == "native" or (backend == "auto" and ok) else "psutil"
+        if backend == "auto" and not ok:
+            _warn_fallback(why)
         self.interval = float(interval)
         self.capacity = capacity
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
