@@ -14,7 +14,8 @@ import time
 import pytest
 
 from sysprof.chrome_trace import ChromeTraceWriter, read_trace
-from sysprof.cli import infer_unit, parse_time
+from sysprof.cli import parse_time
+from sysprof.report import infer_unit
 
 # The installed console script, as a user runs it. (`python -m sysprof` from the checkout would put the
 # source tree, which has no compiled extension, first on sys.path.)
