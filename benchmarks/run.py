@@ -305,6 +305,15 @@ def print_cost(res) -> str:
 # section 2: interference with a busy Python main thread
 # ------------------------------------------------------------------------------------------------
 
+def _timed_work(n: int):
+    """Runs the fixed Python work; returns (start, end) perf_counter seconds and the main thread's CPU seconds."""
+    c0 = time.thread_time()
+    t0 = time.perf_counter()
+    _work(n)
+    t1 = time.perf_counter()
+    return t0, t1, time.thread_time() - c0
+
+
 def _work(n: int) -> int:
     acc = 0
     for i in range(n):
@@ -396,11 +405,8 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
         for c in order:
             gc.collect()
             if c == "alone":
-                c0 = time.thread_time()
-                t0 = time.perf_counter()
-                _work(n)
-                t_round[c] = time.perf_counter() - t0
-                cpu_round[c] = time.thread_time() - c0
+                t0, t1, cpu_round[c] = _timed_work(n)
+                t_round[c] = t1 - t0
                 continue
             kind, rate = c.split("@")
             interval = 1.0 / int(rate)
@@ -409,11 +415,7 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
                 s = sysprof.Sampler(interval=interval, capacity=max(1024, int(4 * trial_s / interval)))
                 s0 = time.perf_counter()
                 s.start()
-                c0 = time.thread_time()
-                t0 = time.perf_counter()
-                _work(n)
-                t1 = time.perf_counter()
-                cpu_round[c] = time.thread_time() - c0
+                t0, t1, cpu_round[c] = _timed_work(n)
                 end_ns = time.time_ns()
                 s.stop()
                 elapsed = time.perf_counter() - s0
@@ -430,11 +432,7 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
                                          *(f"{p}:{m}" for p, m in seed_files)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(0.005)  # let it start ticking
-                c0 = time.thread_time()
-                t0 = time.perf_counter()
-                _work(n)
-                t1 = time.perf_counter()
-                cpu_round[c] = time.thread_time() - c0
+                t0, t1, cpu_round[c] = _timed_work(n)
                 proc.terminate()
                 proc.wait()
                 t_round[c] = t1 - t0
@@ -443,11 +441,7 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
                 sb = SeedBaseline(interval)
                 s0 = time.perf_counter()
                 sb.start()
-                c0 = time.thread_time()
-                t0 = time.perf_counter()
-                _work(n)
-                t1 = time.perf_counter()
-                cpu_round[c] = time.thread_time() - c0
+                t0, t1, cpu_round[c] = _timed_work(n)
                 end_ns = time.time_ns()
                 got_window = sb.count
                 sb.stop()
