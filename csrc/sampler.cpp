@@ -1,6 +1,8 @@
 #include "sampler.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -26,6 +28,8 @@ std::unique_ptr<Source> make_source(const std::string& name) {
   if (name == "net") return make_netdev_source();
   if (name == "load") return make_loadavg_source();
   if (name == "process") return make_process_source();
+  if (name == "pressure") return make_pressure_source();
+  if (name == "cgroup") return make_cgroup_source();
   if (name == "gpu") return make_nvml_source();
   return nullptr;
 }
@@ -38,6 +42,8 @@ std::vector<std::string> enabled_sources(const Config& cfg) {
   if (cfg.net) names.push_back("net");
   if (cfg.load) names.push_back("load");
   if (cfg.process) names.push_back("process");
+  if (cfg.pressure) names.push_back("pressure");
+  if (cfg.cgroup) names.push_back("cgroup");
   if (cfg.gpu) names.push_back("gpu");
   return names;
 }
@@ -119,6 +125,7 @@ void CostHistogram::record(uint64_t ns) {
   if (b >= kBuckets) b = kBuckets - 1;
   buckets_[size_t(b)].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);  // one writer
   count_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -130,14 +137,15 @@ double CostHistogram::mean() const {
 double CostHistogram::quantile(double q) const {
   uint64_t n = count();
   if (!n) return kNaN;
-  uint64_t rank = uint64_t(q * double(n - 1)) + 1, seen = 0;
+  // Nearest rank: the smallest value with at least q*n values at or below it.
+  uint64_t rank = std::max<uint64_t>(1, uint64_t(std::ceil(q * double(n)))), seen = 0;
   for (int b = 0; b < kBuckets; ++b) {
     seen += buckets_[size_t(b)].load(std::memory_order_relaxed);
     if (seen >= rank) {
       if (b < 16) return double(b);
       int msb = (b - 16) / 16 + 4, sub = (b - 16) % 16;
       double lo = double((uint64_t(16 + sub)) << (msb - 4));
-      return lo + double(uint64_t(1) << (msb - 4)) / 2;  // bucket middle
+      return std::min(lo + double(uint64_t(1) << (msb - 4)) / 2, max());  // bucket middle, never above the max
     }
   }
   return kNaN;
@@ -213,32 +221,32 @@ Sampler::Stats Sampler::stats() const {
                c.missed.load(std::memory_order_relaxed),
                c.cost.mean(),
                c.cost.quantile(0.99),
-               double(c.max_ns.load(std::memory_order_relaxed))};
+               c.cost.max()};
 }
 
 void Sampler::run(Core& c) {
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
   pthread_setname_np(pthread_self(), "sysprof");
   const int64_t interval = c.cfg.interval_ns;
-  // Re-prime: baselines may be stale from an earlier start/stop, and the first row's rates
-  // should cover one interval.
-  c.collector.sample(mono_now_ns(), c.row.data());
-  int64_t next = mono_now_ns() + interval;
+  // The first deadline is now: a row at start, whose rates cover the time since construction (or
+  // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
+  int64_t next = mono_now_ns(), last = 0;
   std::unique_lock<std::mutex> lk(c.mu, std::defer_lock);
   for (;;) {
     lk.lock();
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
     auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
-    if (c.cv.wait_until(lk, deadline, [&c] { return c.stop; })) break;
+    bool stopping = c.cv.wait_until(lk, deadline, [&c] { return c.stop; });
     lk.unlock();
     int64_t t0 = mono_now_ns();
+    if (stopping && last && t0 - last < interval / 2) break;  // the last row is recent enough
     int64_t wall = wall_now_ns();
     c.collector.sample(t0, c.row.data());
     c.ring.push(wall, c.row.data());
     int64_t t1 = mono_now_ns();
-    uint64_t cost = uint64_t(t1 - t0);
-    c.cost.record(cost);
-    if (cost > c.max_ns.load(std::memory_order_relaxed)) c.max_ns.store(cost, std::memory_order_relaxed);
+    c.cost.record(uint64_t(t1 - t0));
+    last = t0;
+    if (stopping) break;
     next += interval;
     if (t1 >= next) {  // overran (slow sample or late wake-up): skip the passed deadlines, no burst
       int64_t skipped = (t1 - next) / interval + 1;

@@ -62,11 +62,12 @@ class CostHistogram {
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
   double mean() const;
   double quantile(double q) const;
+  double max() const { return count() ? double(max_.load(std::memory_order_relaxed)) : kNaN; }
 
  private:
   static constexpr int kBuckets = 16 + 60 * 16;
   std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
-  std::atomic<uint64_t> count_{0}, sum_{0};
+  std::atomic<uint64_t> count_{0}, sum_{0}, max_{0};
 };
 
 class Sampler {
@@ -115,7 +116,6 @@ class Sampler {
     bool stop = false;
     bool done = true;
     std::atomic<uint64_t> missed{0};
-    std::atomic<uint64_t> max_ns{0};
     CostHistogram cost;
   };
   static void run(Core& c);

@@ -18,8 +18,8 @@ struct Config {
   int64_t interval_ns = 1000000;
   size_t capacity = 65536;
   bool cpu = true, per_cpu = false, memory = true, disk = true, net = true;
-  bool load = false, process = false, gpu = false;
-  int64_t pid = -1;  // -1: this process (/proc/self)
+  bool load = false, process = false, pressure = false, cgroup = false, gpu = false;
+  int64_t pid = -1;  // -1: this process (/proc/self); also whose cgroup the cgroup source reads
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
 };
@@ -45,13 +45,15 @@ class Source {
   size_t width_ = 0;
 };
 
-// Sources by name: cpu, memory (with swap), disk, net, load, process.
+// Sources by name: cpu, memory (with swap), disk, net, load, process, pressure, cgroup.
 std::unique_ptr<Source> make_cpu_source();
 std::unique_ptr<Source> make_meminfo_source();
 std::unique_ptr<Source> make_diskstats_source();
 std::unique_ptr<Source> make_netdev_source();
 std::unique_ptr<Source> make_loadavg_source();
 std::unique_ptr<Source> make_process_source();
+std::unique_ptr<Source> make_pressure_source();  // /proc/pressure/{cpu,memory,io}
+std::unique_ptr<Source> make_cgroup_source();    // cgroup v2 files of the sampled process
 std::unique_ptr<Source> make_nvml_source();  // gpu: NVML loaded with dlopen at run time
 
 // A monotonically increasing kernel counter. Unwraps 32-bit wrap-around (value before < 2^32,
@@ -79,6 +81,19 @@ struct Counter {
     return d;
   }
   double total() const { return double(prev + offset); }
+};
+
+// A 64-bit kernel total that never wraps (PSI stall time, cgroup usage and bytes): a decrease can
+// only be a reset (or a device leaving a sum) and gives a delta of 0, never a 2^32 unwrap.
+struct Total64 {
+  uint64_t prev = 0;
+  bool valid = false;
+  uint64_t update(uint64_t raw) {
+    uint64_t d = valid && raw >= prev ? raw - prev : 0;
+    prev = raw;
+    valid = true;
+    return d;
+  }
 };
 
 inline int64_t clock_ns(clockid_t id) {

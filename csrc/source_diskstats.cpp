@@ -113,7 +113,9 @@ class DiskstatsSource final : public FileSource {
       o[8] = rate(delta[kSectorsWritten], dt) * kSectorBytes;
       o[9] = rate(delta[kReads], dt);
       o[10] = rate(delta[kWrites], dt);
-      o[11] = t * rate(delta[kIoTicks], dt) / 1000.0;
+      // Utilisation. io_ticks advances in whole jiffies, so a short window can over-count: cap at 1.
+      double busy = rate(delta[kIoTicks], dt) / 1000.0;
+      o[11] = t * (busy > 1.0 ? 1.0 : busy);
     };
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);

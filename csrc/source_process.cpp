@@ -1,6 +1,7 @@
 // /proc/<pid>/stat of one process (this one by default): RSS, CPU time and threads.
 // Field numbers are proc.rst's Table 1-4 (1-based; comm is field 2, state field 3).
 #include <cstring>
+#include <time.h>
 #include <unistd.h>
 
 #include "file_source.hpp"
@@ -12,6 +13,7 @@ constexpr const char* kChannels[] = {"process/rss_bytes", "process/vms_bytes", "
                                      "process/cpu_seconds_total", "process/num_threads"};
 
 struct Stat {
+  char state;
   uint64_t utime, stime, vsize, rss;
   int64_t num_threads;
 };
@@ -26,7 +28,9 @@ bool parse_stat(const char* p, size_t n, Stat& s) {
     }
   if (!close) return false;
   Cursor c{close + 1, p + n};
-  if (next_token(c).empty()) return false;  // field 3, state
+  std::string_view state = next_token(c);  // field 3
+  if (state.empty()) return false;
+  s.state = state[0];
   int64_t i;
   for (int field = 4; field <= 24; ++field) {
     switch (field) {
@@ -51,10 +55,25 @@ class ProcessSource final : public FileSource {
     std::string rel = cfg.pid < 0 ? "self/stat" : std::to_string(cfg.pid) + "/stat";
     return join(cfg.proc_root, rel.c_str());
   }
+
+  // On the live /proc, CPU time comes from the process's CPU-time clock (nanoseconds, summed over
+  // its threads by the kernel) instead of stat's utime+stime, which advance in whole USER_HZ ticks:
+  // at millisecond intervals those read 0 % or 1000 %. Fixture trees use the ticks.
+  bool discover(const Config& cfg, std::string&) override {
+    use_clock_ = cfg.proc_root == "/proc" &&
+                 (cfg.pid < 0 ? (clock_ = CLOCK_PROCESS_CPUTIME_ID, true)
+                              : clock_getcpuclockid(pid_t(cfg.pid), &clock_) == 0);
+    return true;
+  }
   void layout(std::vector<std::string>& channels) override {
     for (auto c : kChannels) channels.push_back(c);
   }
-  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<ProcessSource>(); }
+  std::unique_ptr<FileSource> fresh() const override {
+    auto s = std::make_unique<ProcessSource>();
+    s->use_clock_ = use_clock_;
+    s->clock_ = clock_;
+    return s;
+  }
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
     Stat s;
@@ -62,24 +81,59 @@ class ProcessSource final : public FileSource {
       err = file_.path() + ": malformed";
       return false;
     }
-    uint64_t ticks = s.utime + s.stime;
+    // CPU time in ns: the clock where available, else ticks.
+    timespec ts;
+    bool clock_ok = use_clock_ && clock_gettime(clock_, &ts) == 0;
+    // Pair the CPU clock with a wall reading taken right beside it, not the tick's start: a thread
+    // preempted in between would otherwise see more CPU time than wall time.
+    if (clock_ok) mono_ns = mono_now_ns();
+    int64_t cpu_ns = clock_ok ? int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec
+                              : int64_t(double(s.utime + s.stime) * 1e9 / tick_hz_);
+    // A zombie (exited, not yet reaped) or dead process has no memory or threads left: NaN, not 0.
+    bool gone = s.state == 'Z' || s.state == 'X' || s.state == 'x';
     if (out) {
-      double dt = double(mono_ns - prev_ns_) * 1e-9;
-      uint64_t d = ticks >= prev_ticks_ ? ticks - prev_ticks_ : 0;
-      out[0] = double(s.rss) * page_bytes_;
-      out[1] = double(s.vsize);
-      out[2] = dt > 0 && prev_ns_ ? 100.0 * double(d) / tick_hz_ / dt : kNaN;
-      out[3] = double(ticks) / tick_hz_;
-      out[4] = double(s.num_threads);
+      // The kernel adds the CPU time of threads running on other CPUs at its scheduler tick
+      // (1-10 ms), so with the clock the percent is taken over the trailing kWindowNs; ticks
+      // (fixtures) use the plain interval.
+      // NaN until the history spans the window: a shorter one would show those jumps.
+      Reading then = prev_;
+      if (clock_ok) {
+        then = Reading{};
+        for (size_t k = 0; k < hist_n_; ++k) {
+          const Reading& r = hist_[(hist_head_ + kHist - 1 - k) % kHist];
+          if (mono_ns - r.mono_ns >= kWindowNs) {
+            then = r;
+            break;
+          }
+        }
+        if (!then.mono_ns && hist_n_ == kHist) then = hist_[hist_head_];  // ring shorter than the window
+      }
+      double dt = double(mono_ns - then.mono_ns);
+      int64_t d = cpu_ns >= then.cpu_ns ? cpu_ns - then.cpu_ns : 0;
+      out[0] = gone ? kNaN : double(s.rss) * page_bytes_;
+      out[1] = gone ? kNaN : double(s.vsize);
+      out[2] = !gone && dt > 0 && then.mono_ns ? 100.0 * double(d) / dt : kNaN;
+      out[3] = clock_ok ? double(cpu_ns) / 1e9 : double(s.utime + s.stime) / tick_hz_;
+      out[4] = gone ? kNaN : double(s.num_threads);
     }
-    prev_ticks_ = ticks;
-    prev_ns_ = mono_ns;
+    prev_ = Reading{mono_ns, cpu_ns};
+    hist_[hist_head_] = prev_;
+    hist_head_ = (hist_head_ + 1) % kHist;
+    if (hist_n_ < kHist) ++hist_n_;
     return true;
   }
 
  private:
-  uint64_t prev_ticks_ = 0;
-  int64_t prev_ns_ = 0;
+  bool use_clock_ = false;
+  clockid_t clock_ = CLOCK_PROCESS_CPUTIME_ID;
+  struct Reading {
+    int64_t mono_ns = 0, cpu_ns = 0;
+  };
+  static constexpr int64_t kWindowNs = 20000000;
+  static constexpr size_t kHist = 256;  // covers the window down to ~80 us intervals
+  Reading prev_;
+  Reading hist_[kHist];
+  size_t hist_head_ = 0, hist_n_ = 0;
   double tick_hz_ = double(sysconf(_SC_CLK_TCK));
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };

@@ -1,7 +1,8 @@
 """The ``sysprof`` command line: record a workload, report on a trace, plot it, inspect the machine.
 
     sysprof record [-o TRACE] [--interval 1ms] [--cpu] [--per-cpu] [--memory] [--disk] [--net]
-                   [--gpu] [--load] [--process] [--all] [--duration SECONDS] [-- COMMAND ARGS...]
+                   [--gpu] [--load] [--process] [--pressure] [--cgroup] [--all] [--duration SECONDS]
+                   [-- COMMAND ARGS...]
     sysprof report TRACE [--json] [--plot FILE.png] [-k PATTERN] [--all]
     sysprof info [--json]
     sysprof repair TRACE
@@ -365,7 +366,7 @@ class _Status:
 
 
 def _sources_from_args(args, have_target: bool, pid_given: bool = False):
-    names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process")
+    names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process", "pressure", "cgroup")
     chosen = {n: bool(getattr(args, n)) for n in names}
     if args.all:
         chosen = {n: True for n in names}
@@ -403,9 +404,10 @@ def cmd_record(args) -> int:
 
     kwargs = dict(interval=args.interval, cpu=sources["cpu"], per_cpu=sources["per_cpu"],
                   memory=sources["memory"], disk=sources["disk"], net=sources["net"], load=sources["load"],
-                  process=sources["process"], gpu=sources["gpu"], capacity=args.capacity, backend=args.backend)
+                  process=sources["process"], gpu=sources["gpu"], pressure=sources["pressure"],
+                  cgroup=sources["cgroup"], capacity=args.capacity, backend=args.backend)
     follow_child = sources["process"] and bool(command)
-    if args.pid is not None and sources["process"]:
+    if args.pid is not None and (sources["process"] or sources["cgroup"]):
         kwargs["pid"] = args.pid
 
     def make_sampler(**extra):
@@ -464,8 +466,8 @@ def cmd_record(args) -> int:
         raise
 
     for src, why in sorted(getattr(sampler, "errors", {}).items()):
-        if src == "gpu" and not args.gpu and args.all:
-            continue
+        if src in ("gpu", "pressure", "cgroup") and not getattr(args, src) and args.all:
+            continue  # --all takes what this machine has; asked for by name, its absence is news
         _warn(f"{src}: {why}", quiet)
 
     try:
@@ -756,7 +758,7 @@ def gather_info() -> dict:
     sources = {}
     try:
         s = sysprof.Sampler(interval=0.01, cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
-                            process=True, gpu=True)
+                            process=True, gpu=True, pressure=True, cgroup=True)
         info["backend"] = s.backend
         errors = dict(s.errors)
         chans = list(s.channels)
@@ -765,7 +767,7 @@ def gather_info() -> dict:
         info["sampler_error"] = f"{type(e).__name__}: {e}"
         errors, chans = {}, []
     prefix = {"cpu": "cpu/", "memory": "memory/", "swap": "swap/", "disk": "disk/", "net": "net/", "load": "load/",
-              "process": "process/", "gpu": "gpu/"}
+              "process": "process/", "pressure": "pressure/", "cgroup": "cgroup/", "gpu": "gpu/"}
     for src, pre in prefix.items():
         n = sum(1 for c in chans if c.startswith(pre))
         if src in errors:
@@ -876,6 +878,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu", action="store_true", help="NVIDIA GPUs through NVML")
     g.add_argument("--process", action="store_true",
                    help="the command's own process (RSS, CPU, threads), not sysprof's")
+    g.add_argument("--pressure", action="store_true", help="pressure stall information (/proc/pressure)")
+    g.add_argument("--cgroup", action="store_true",
+                   help="memory, CPU and I/O of the cgroup v2 of --pid, else sysprof's (where COMMAND starts)")
     g.add_argument("--all", action="store_true", help="every source (--process when there is a command)")
     r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")

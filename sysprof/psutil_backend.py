@@ -98,9 +98,12 @@ class PsutilSampler:
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
                  cpu: bool, per_cpu: bool, memory: bool, disk: bool, net: bool, load: bool,
-                 process: bool, gpu: bool) -> None:
+                 process: bool, gpu: bool, pressure: bool = False, cgroup: bool = False) -> None:
         self.interval = interval
         self.errors: Dict[str, str] = {}
+        for name, enabled in (("pressure", pressure), ("cgroup", cgroup)):
+            if enabled:  # psutil has no PSI or cgroup API; the native sampler reads those files
+                self.errors[name] = "only on the native backend"
         self._sources = [(name, build) for name, enabled, build in (
             ("cpu", cpu, lambda: self._cpu(per_cpu)), ("memory", memory, self._memory),
             ("disk", disk, lambda: self._disk(sys_root)), ("net", net, self._net),

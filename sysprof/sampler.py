@@ -86,10 +86,15 @@ class Sampler:
         net: ``net/<nic>/...`` per interface from /proc/net/dev (totals and ``*_per_second``).
         load: ``load/1m``, ``load/5m``, ``load/15m``, ``load/procs_running``, ``load/procs_total``.
         process: ``process/*`` of ``pid`` (default: this process) from /proc/<pid>/stat.
+        pressure: ``pressure/{cpu,memory,io}/{some,full}_*`` stall information from /proc/pressure
+            (Linux 4.20+ with PSI); a missing resource is left out and named in ``errors``.
+        cgroup: ``cgroup/*`` memory, CPU and I/O of the cgroup v2 of ``pid`` (default: this process);
+            a controller file that is absent is left out and named in ``errors``.
         capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
-        pid: process to follow with ``process=True``; None for this process.
+        pid: process to follow with ``process=True`` (and whose cgroup ``cgroup=True`` reads);
+            None for this process.
         gpu: GPU channels (``gpu/<index>/...``), where supported.
 
     Raises:
@@ -103,7 +108,7 @@ class Sampler:
                  memory: bool = True, disk: bool = True, net: bool = True, load: bool = False,
                  process: bool = False, capacity: int = 65536, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
-                 gpu: bool = False) -> None:
+                 gpu: bool = False, pressure: bool = False, cgroup: bool = False) -> None:
         if not isinstance(interval, (int, float)) or not interval > 0:
             raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
         if not isinstance(capacity, int) or capacity < 2:
@@ -123,7 +128,7 @@ class Sampler:
         self.interval = float(interval)
         self.capacity = capacity
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
-                     process=process, gpu=gpu)
+                     process=process, gpu=gpu, pressure=pressure, cgroup=cgroup)
         if self.backend == "native":
             self._impl = _native.NativeSampler(
                 interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
@@ -140,7 +145,8 @@ class Sampler:
 
     @property
     def errors(self) -> Dict[str, str]:
-        """Source name ("cpu", "memory", "disk", "net", "load", "process", "gpu") -> latest problem.
+        """Source name ("cpu", "memory", "disk", "net", "load", "process", "pressure", "cgroup", "gpu")
+        -> latest problem.
 
         A source that could not be opened has no channels; one failing later reads NaN for that row.
         """

@@ -142,7 +142,9 @@ def test_load_and_process_native_vs_os():
     la0 = os.getloadavg()
     t0 = me.cpu_times()
     th0 = me.num_threads()
+    c0 = time.process_time()
     row = s.sample()
+    c1 = time.process_time()
     t1 = me.cpu_times()
     th1 = me.num_threads()
     la1 = os.getloadavg()
@@ -152,8 +154,12 @@ def test_load_and_process_native_vs_os():
         assert min(abs(row[name] - la0[i]), abs(row[name] - la1[i])) <= 0.0051, (name, row[name], la0[i], la1[i])
         assert row[name] == round(row[name], 2)
     assert row["load/procs_total"] >= 1 and row["load/procs_running"] >= 1
+    # On the live /proc the native source reads the process CPU-time clock (ns), the clock behind
+    # time.process_time(); psutil's utime+stime are the same time cut to whole ticks.
+    between("process/cpu_seconds_total", row["process/cpu_seconds_total"], c0, c1, slack=1e-9)
+    tick = 1 / os.sysconf("SC_CLK_TCK")
     between("process/cpu_seconds_total", row["process/cpu_seconds_total"],
-            t0.user + t0.system, t1.user + t1.system, slack=1e-9)
+            t0.user + t0.system - 2 * tick, t1.user + t1.system + 2 * tick)
     between("process/num_threads", row["process/num_threads"], min(th0, th1), max(th0, th1))
     rss = me.memory_info().rss
     assert row["process/rss_bytes"] == pytest.approx(rss, rel=0.05, abs=8 << 20)
@@ -377,3 +383,19 @@ def test_1khz_drains_95_percent_of_deadlines():
     assert 0.9e6 <= np.median(gaps) <= 1.1e6, np.median(gaps)  # absolute 1 ms deadlines
     assert 0 < st["sample_ns_mean"] < 1e6, st  # a sample costs less than its period
     assert st["sample_ns_p99"] > 0
+
+
+def test_process_cpu_percent_is_smooth_at_1khz():
+    # stat's utime+stime advance in whole ticks (10 ms at USER_HZ 100): read every 1 ms they would
+    # give rows of 0 % and 1000 %. The native source reads the process CPU clock instead.
+    s = Sampler(interval=0.001, backend="native", **dict(OFF, process=True))
+    with s:
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:  # one busy thread
+            pass
+    v = s.drain().column("process/cpu_percent")
+    v = v[~np.isnan(v)]
+    assert len(v) >= 150
+    ncpu = os.cpu_count() or 1
+    assert np.max(v) <= 100 * ncpu * 1.2, np.max(v)  # never more CPUs than exist
+    assert np.median(v) >= 50, np.median(v)  # busy most of the time, not mostly 0

@@ -1,0 +1,359 @@
+"""Exact-value tests of the native pressure (PSI) and cgroup v2 sources, plus live checks.
+
+Same method as tests/test_sampler_fixtures.py (whose helpers are reused): a fixture tree's v1 is the
+construction read, v2, v3, ... are written over it in place, and rates are checked against the
+monotonic time measured around the reads. Formats, from the kernel documentation:
+
+- /proc/pressure/<resource> (Documentation/accounting/psi.rst):
+  ``some avg10=A avg60=B avg300=C total=T`` and ``full ...``; avgN are percents, T is cumulative
+  stall time in microseconds. cpu's ``full`` line exists only since 5.13.
+- cgroup v2 (Documentation/admin-guide/cgroup-v2.rst): memory.current, memory.max ("max" = no limit),
+  memory.stat and cpu.stat ("flat keyed", any order), cpu.max (``$MAX $PERIOD``, microseconds),
+  io.stat ("nested keyed", one ``MAJ:MIN rbytes=.. wbytes=.. ...`` line per device).
+"""
+
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import sysprof
+from test_sampler_fixtures import FIXTURES, OFF, Tree, check_rate, exact, nan, open_sampler, take
+
+KINDS = ("some", "full")
+FIELDS = ("avg10_percent", "avg60_percent", "avg300_percent", "seconds_total", "seconds_per_second")
+CGROUP_CHANNELS = (
+    "cgroup/memory_current_bytes",
+    "cgroup/memory_max_bytes",
+    "cgroup/memory_anon_bytes",
+    "cgroup/memory_file_bytes",
+    "cgroup/cpu_usage_seconds_total",
+    "cgroup/cpu_user_seconds_total",
+    "cgroup/cpu_system_seconds_total",
+    "cgroup/cpu_percent",
+    "cgroup/cpu_throttled_seconds_total",
+    "cgroup/cpu_throttled_periods_total",
+    "cgroup/cpu_periods_total",
+    "cgroup/cpu_limit_cores",
+    "cgroup/io_read_bytes",
+    "cgroup/io_write_bytes",
+    "cgroup/io_read_bytes_per_second",
+    "cgroup/io_write_bytes_per_second",
+)
+INF = math.inf
+
+
+def psi_channels(resource):
+    return [f"pressure/{resource}/{k}_{f}" for k in KINDS for f in FIELDS]
+
+
+class SysTree(Tree):
+    """Tree whose versions may also change files under sys/ (the cgroup files)."""
+
+    def apply(self, version, skip=()):
+        for top in ("proc", "sys"):
+            src = FIXTURES / self.name / version / top
+            for p in sorted(q for q in src.rglob("*") if q.is_file()):
+                dst = self.root / top / p.relative_to(src)
+                with open(dst, "r+b") as f:  # in place: the sampler keeps the file open
+                    f.write(p.read_bytes())
+                    f.truncate()
+
+    def remove_sys(self, rel):
+        (self.root / "sys" / rel).unlink()
+
+
+def check_psi(row, resource, kind, avg, total_us):
+    pre = f"pressure/{resource}/{kind}_"
+    for f, want in zip(FIELDS[:3], avg):
+        exact(pre + f, row[pre + f], want)
+    exact(pre + "seconds_total", row[pre + "seconds_total"], total_us / 1e6)
+
+
+# --------------------------------------------------------------------------------------------------
+# pressure
+# --------------------------------------------------------------------------------------------------
+def test_pressure_all_resources(tmp_path):
+    tree = Tree("pressure_full", tmp_path)
+    s, built = open_sampler(tree, pressure=True)
+    assert "pressure" not in s.errors, s.errors
+    assert list(s.channels) == psi_channels("cpu") + psi_channels("memory") + psi_channels("io")
+
+    row, now = take(s)  # v1 again: nothing moved, every rate is exactly 0
+    check_psi(row, "cpu", "some", (1.50, 0.75, 0.25), 1000000)
+    check_psi(row, "cpu", "full", (0.0, 0.0, 0.0), 0)
+    check_psi(row, "memory", "some", (0.10, 0.02, 0.0), 123456789)
+    check_psi(row, "memory", "full", (0.05, 0.01, 0.0), 4000000000)
+    check_psi(row, "io", "some", (12.34, 5.67, 1.23), 987654321000)
+    check_psi(row, "io", "full", (10.00, 4.00, 1.00), 500000000000)
+    for c in s.channels:
+        if c.endswith("_per_second"):
+            check_rate(c, row[c], 0, built, now)
+
+    tree.apply("v2")
+    prev = now
+    row, now = take(s)
+    check_psi(row, "cpu", "some", (2.72, 1.00, 0.31), 1004000)
+    check_psi(row, "memory", "some", (0.20, 0.05, 0.01), 123556789)
+    # memory full went 4e9 -> 3e9 us: a reset, not a 32-bit wrap: total follows, rate is 0
+    check_psi(row, "memory", "full", (0.04, 0.01, 0.0), 3000000000)
+    check_psi(row, "io", "some", (99.99, 50.00, 20.00), 987654821000)
+    check_psi(row, "io", "full", (100.00, 45.50, 18.25), 500000250000)
+    # stall seconds per wall second: Δtotal µs / 1e6 / Δt
+    check_rate("cpu some", row["pressure/cpu/some_seconds_per_second"], 4000 / 1e6, prev, now)  # +4000 µs
+    check_rate("cpu full", row["pressure/cpu/full_seconds_per_second"], 0, prev, now)
+    check_rate("memory some", row["pressure/memory/some_seconds_per_second"], 100000 / 1e6, prev, now)
+    check_rate("memory full", row["pressure/memory/full_seconds_per_second"], 0, prev, now)
+    check_rate("io some", row["pressure/io/some_seconds_per_second"], 500000 / 1e6, prev, now)
+    check_rate("io full", row["pressure/io/full_seconds_per_second"], 250000 / 1e6, prev, now)
+
+
+def test_pressure_partial_no_cpu_full_and_io_missing(tmp_path):
+    # cpu without a full line (kernel < 5.13): its full channels exist and read NaN. No io file:
+    # io's channels are left out and errors says why; cpu and memory go on.
+    tree = Tree("pressure_partial", tmp_path)
+    s, built = open_sampler(tree, pressure=True)
+    assert list(s.channels) == psi_channels("cpu") + psi_channels("memory")
+    err = s.errors["pressure"]
+    assert "pressure/io" in err and "No such file" in err and "PSI" in err
+    assert "pressure/cpu" not in err and "pressure/memory" not in err
+
+    tree.apply("v2")
+    row, now = take(s)
+    check_psi(row, "cpu", "some", (0.40, 0.08, 0.02), 20000)
+    check_rate("cpu some", row["pressure/cpu/some_seconds_per_second"], 20000 / 1e6, built, now)
+    for f in FIELDS:
+        nan(f"cpu full {f}", row[f"pressure/cpu/full_{f}"])
+    check_psi(row, "memory", "some", (0.0, 0.0, 0.0), 100)
+    check_psi(row, "memory", "full", (0.0, 0.0, 0.0), 50)
+    check_rate("memory some", row["pressure/memory/some_seconds_per_second"], 0, built, now)
+
+
+def test_pressure_absent_disables_source(tmp_path):
+    tree = Tree("pressure_partial", tmp_path)
+    tree.remove("pressure/cpu")
+    tree.remove("pressure/memory")
+    s, _ = open_sampler(tree, pressure=True, load=False)
+    assert not any(c.startswith("pressure/") for c in s.channels)
+    err = s.errors["pressure"]
+    assert all(f"pressure/{r}" in err for r in ("cpu", "memory", "io")), err
+
+
+def test_pressure_malformed_file_leaves_out_that_resource(tmp_path):
+    tree = Tree("pressure_partial", tmp_path)
+    tree.write("pressure/memory", "some avg10=x avg60=0.00 avg300=0.00 total=1\n")
+    s, _ = open_sampler(tree, pressure=True)
+    assert list(s.channels) == psi_channels("cpu")
+    err = s.errors["pressure"]
+    assert "pressure/memory: malformed" in err and "some avg10=x" in err
+    memory_part = next(e for e in err.split("; ") if "pressure/memory" in e)
+    assert "no PSI" not in memory_part  # the file was there: no PSI hint for it
+
+
+# --------------------------------------------------------------------------------------------------
+# cgroup
+# --------------------------------------------------------------------------------------------------
+def test_cgroup_v2_values_and_rates(tmp_path):
+    tree = SysTree("cgroup_v2", tmp_path)
+    s, built = open_sampler(tree, cgroup=True)
+    assert "cgroup" not in s.errors, s.errors
+    assert s.channels == CGROUP_CHANNELS
+
+    row, now = take(s)
+    exact("memory_current", row["cgroup/memory_current_bytes"], 1073741824)
+    exact("memory_max", row["cgroup/memory_max_bytes"], INF)  # "max"
+    # memory.stat keys are looked up by name: anon_thp, file_mapped around them are not them
+    exact("anon", row["cgroup/memory_anon_bytes"], 536870912)
+    exact("file", row["cgroup/memory_file_bytes"], 268435456)
+    exact("usage", row["cgroup/cpu_usage_seconds_total"], 5.0)  # 5000000 µs
+    exact("user", row["cgroup/cpu_user_seconds_total"], 4.0)
+    exact("system", row["cgroup/cpu_system_seconds_total"], 1.0)
+    exact("throttled s", row["cgroup/cpu_throttled_seconds_total"], 0.45)  # 450000 µs
+    exact("throttled periods", row["cgroup/cpu_throttled_periods_total"], 30)
+    exact("periods", row["cgroup/cpu_periods_total"], 1200)
+    exact("limit", row["cgroup/cpu_limit_cores"], 2.0)  # 200000 / 100000
+    exact("io read", row["cgroup/io_read_bytes"], 3145728)  # 1048576 + 2097152 over 8:0 and 259:0
+    exact("io write", row["cgroup/io_write_bytes"], 12288)  # 4096 + 8192
+    check_rate("cpu_percent", row["cgroup/cpu_percent"], 0, built, now)
+    check_rate("io read/s", row["cgroup/io_read_bytes_per_second"], 0, built, now)
+    check_rate("io write/s", row["cgroup/io_write_bytes_per_second"], 0, built, now)
+
+    tree.apply("v2")
+    prev = now
+    row, now = take(s)
+    exact("memory_current", row["cgroup/memory_current_bytes"], 1073745920)
+    exact("memory_max", row["cgroup/memory_max_bytes"], 2147483648)
+    exact("anon", row["cgroup/memory_anon_bytes"], 536875008)
+    exact("usage", row["cgroup/cpu_usage_seconds_total"], 5.25)
+    exact("user", row["cgroup/cpu_user_seconds_total"], 4.2)
+    exact("system", row["cgroup/cpu_system_seconds_total"], 1.05)
+    exact("throttled s", row["cgroup/cpu_throttled_seconds_total"], 0.46)
+    exact("throttled periods", row["cgroup/cpu_throttled_periods_total"], 31)
+    exact("periods", row["cgroup/cpu_periods_total"], 1210)
+    exact("limit", row["cgroup/cpu_limit_cores"], INF)  # "max 100000"
+    exact("io read", row["cgroup/io_read_bytes"], 3149824)  # 1052672 + 2097152
+    exact("io write", row["cgroup/io_write_bytes"], 20480)  # 4096 + 16384
+    # percent of one core: 100 * 0.25 s of usage per elapsed second
+    check_rate("cpu_percent", row["cgroup/cpu_percent"], 100 * 0.25, prev, now)
+    check_rate("io read/s", row["cgroup/io_read_bytes_per_second"], 4096, prev, now)
+    check_rate("io write/s", row["cgroup/io_write_bytes_per_second"], 8192, prev, now)
+
+    tree.apply("v3")  # device 259:0 leaves io.stat: the sums drop, which is no negative rate
+    prev = now
+    row, now = take(s)
+    exact("io read", row["cgroup/io_read_bytes"], 1052672)
+    exact("io write", row["cgroup/io_write_bytes"], 4096)
+    check_rate("io read/s", row["cgroup/io_read_bytes_per_second"], 0, prev, now)
+    check_rate("io write/s", row["cgroup/io_write_bytes_per_second"], 0, prev, now)
+    check_rate("cpu_percent", row["cgroup/cpu_percent"], 0, prev, now)
+
+
+def test_cgroup_missing_controller_files_are_left_out(tmp_path):
+    tree = SysTree("cgroup_v2", tmp_path)
+    job = "fs/cgroup/train.slice/job/"
+    tree.remove_sys(job + "cpu.max")  # cpu controller not enabled for the cgroup
+    tree.remove_sys(job + "io.stat")  # io controller not enabled
+    s, _ = open_sampler(tree, cgroup=True)
+    gone = {"cgroup/cpu_limit_cores", "cgroup/io_read_bytes", "cgroup/io_write_bytes",
+            "cgroup/io_read_bytes_per_second", "cgroup/io_write_bytes_per_second"}
+    assert s.channels == tuple(c for c in CGROUP_CHANNELS if c not in gone)
+    err = s.errors["cgroup"]
+    assert "cpu.max" in err and "io.stat" in err and "memory.current" not in err
+    row, _ = take(s)
+    assert not any(math.isnan(v) for v in row.values() if v is not None), row
+    exact("memory_current", row["cgroup/memory_current_bytes"], 1073741824)
+
+
+def test_cgroup_of_pid(tmp_path):
+    # pid=4242 lives in /train.slice/job too: its cgroup file, not self's, names the directory.
+    tree = SysTree("cgroup_v2", tmp_path)
+    (tree.root / "proc" / "self" / "cgroup").write_text("0::/elsewhere\n")
+    (tree.root / "proc" / "4242").mkdir()
+    (tree.root / "proc" / "4242" / "cgroup").write_text("0::/train.slice/job\n")
+    s, _ = open_sampler(tree, cgroup=True, pid=4242)
+    assert s.channels == CGROUP_CHANNELS and "cgroup" not in s.errors
+    s2, _ = open_sampler(tree, cgroup=True)
+    assert s2.channels == () and "/elsewhere" in s2.errors["cgroup"]
+
+
+def test_cgroup_v1_is_disabled(tmp_path):
+    tree = SysTree("cgroup_v1", tmp_path)  # only "N:controller:/x" lines, no "0::"
+    tree.write("loadavg", "0.50 0.25 0.10 2/300 4242\n")
+    s, _ = open_sampler(tree, cgroup=True, load=True)
+    assert not any(c.startswith("cgroup/") for c in s.channels)
+    assert s.errors["cgroup"].startswith("cgroup v1 is not supported")
+    assert "load" not in s.errors and "load/1m" in s.channels  # the other sources go on
+
+
+def test_cgroup_hybrid_reads_unified_root(tmp_path):
+    # systemd's hybrid layout: v1 controllers, the v2 tree at fs/cgroup/unified with only core
+    # files. "0::/" is its root: cpu.stat without the cpu controller has no throttling keys.
+    tree = SysTree("cgroup_hybrid", tmp_path)
+    s, built = open_sampler(tree, cgroup=True)
+    assert s.channels == ("cgroup/cpu_usage_seconds_total", "cgroup/cpu_user_seconds_total",
+                          "cgroup/cpu_system_seconds_total", "cgroup/cpu_percent")
+    err = s.errors["cgroup"]
+    assert err.startswith(tree.sys + "/fs/cgroup/unified/: "), err  # the directory, named once
+    assert "memory.current: No such file" in err and "cpu.stat: no throttling" in err
+    row, now = take(s)
+    exact("usage", row["cgroup/cpu_usage_seconds_total"], 2.0)
+    exact("user", row["cgroup/cpu_user_seconds_total"], 1.5)
+    exact("system", row["cgroup/cpu_system_seconds_total"], 0.5)
+    check_rate("cpu_percent", row["cgroup/cpu_percent"], 0, built, now)
+
+
+def test_threaded_path_pressure_and_cgroup(tmp_path):
+    # sample() uses a clone of the sources; the thread uses the originals. Both must agree.
+    tree = SysTree("cgroup_v2", tmp_path)
+    for rel in ("pressure/cpu", "pressure/memory", "pressure/io"):
+        tree.write(rel, (FIXTURES / "pressure_full" / "v1" / "proc" / rel).read_bytes())
+    s, _ = open_sampler(tree, pressure=True, cgroup=True)
+    assert s.errors == {}
+    with s:
+        time.sleep(0.05)
+    b = s.drain()
+    assert len(b) >= 3
+    assert (b.column("cgroup/memory_current_bytes") == 1073741824).all()
+    assert (b.column("cgroup/cpu_limit_cores") == 2.0).all()
+    assert (b.column("pressure/io/full_seconds_total") == 500000.0).all()
+    assert (b.column("pressure/cpu/some_seconds_per_second") == 0.0).all()
+
+
+def test_psutil_backend_says_native_only():
+    s = sysprof.Sampler(backend="psutil", cpu=False, memory=False, disk=False, net=False,
+                        pressure=True, cgroup=True)
+    assert s.errors["pressure"] == "only on the native backend"
+    assert s.errors["cgroup"] == "only on the native backend"
+    assert s.channels == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# live
+# --------------------------------------------------------------------------------------------------
+def _own_cgroup_dir():
+    """This process's cgroup v2 directory, found the way the sampler does (None if v1 only)."""
+    with open("/proc/self/cgroup") as f:
+        rel = next((line[3:].rstrip("\n") for line in f if line.startswith("0::")), None)
+    if rel is None:
+        return None
+    mount = Path("/sys/fs/cgroup")
+    if not (mount / "cgroup.controllers").exists() and (mount / "unified" / "cgroup.controllers").exists():
+        mount = mount / "unified"
+    return mount / rel.lstrip("/")
+
+
+LIVE = dict(OFF, backend="native")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/pressure/cpu"), reason="no PSI on this kernel")
+def test_live_pressure_totals_monotone():
+    s = sysprof.Sampler(pressure=True, **LIVE)
+    assert any(c.startswith("pressure/cpu/") for c in s.channels), s.errors
+    totals = [c for c in s.channels if c.endswith("_seconds_total")]
+    prev = s.sample()
+    for _ in range(20):
+        time.sleep(0.005)
+        row = s.sample()
+        for c in totals:
+            if not math.isnan(prev[c]):
+                assert row[c] >= prev[c], (c, prev[c], row[c])
+                r = row[c.replace("_total", "_per_second")]
+                assert r >= 0, (c, r)
+        prev = row
+
+
+def test_live_cgroup_against_files():
+    d = _own_cgroup_dir()
+    if d is None:
+        pytest.skip("cgroup v1 only")
+    s = sysprof.Sampler(cgroup=True, **LIVE)
+    checked = 0
+    if (d / "memory.current").exists():
+        before = int((d / "memory.current").read_text())
+        v = s.sample()["cgroup/memory_current_bytes"]
+        after = int((d / "memory.current").read_text())
+        assert min(before, after) - 4e6 <= v <= max(before, after) + 4e6, (before, v, after)
+        checked += 1
+    if (d / "cpu.stat").exists():
+        usage = lambda: int((d / "cpu.stat").read_text().split("usage_usec ")[1].split()[0]) / 1e6  # noqa: E731
+        before = usage()
+        v = s.sample()["cgroup/cpu_usage_seconds_total"]
+        after = usage()
+        assert before <= v <= after, (before, v, after)
+        checked += 1
+    if not checked:
+        pytest.skip(f"neither memory.current nor cpu.stat in {d}")
+
+
+def test_cli_flags_and_all():
+    from sysprof.cli import _sources_from_args, build_parser
+
+    args = build_parser().parse_args(["record", "--pressure", "--cgroup"])
+    chosen = _sources_from_args(args, have_target=False)
+    assert chosen["pressure"] and chosen["cgroup"] and not chosen["cpu"]
+    chosen = _sources_from_args(build_parser().parse_args(["record", "--all"]), have_target=False)
+    assert chosen["pressure"] and chosen["cgroup"]
+    chosen = _sources_from_args(build_parser().parse_args(["record"]), have_target=False)
+    assert not chosen["pressure"] and not chosen["cgroup"]  # not in the default set
