@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace sysprof {
 
@@ -14,9 +15,16 @@ class Ring {
   Ring(size_t capacity, size_t width)
       // Default-initialised storage: pages are touched only as rows are written, so a large,
       // mostly idle ring costs neither construction time nor resident memory.
-      : capacity_(capacity), width_(width), ts_(new int64_t[capacity]), values_(new double[capacity * width]) {}
+      : capacity_(checked(capacity, width)), width_(width), ts_(new int64_t[capacity]),
+        values_(new double[capacity * width]) {}
 
   size_t capacity() const { return capacity_; }
+
+  // capacity * width must not overflow size_t (new[] would then allocate a wrapped, small size).
+  static size_t checked(size_t capacity, size_t width) {
+    if (capacity == 0 || (width && capacity > SIZE_MAX / sizeof(double) / width)) throw std::bad_alloc();
+    return capacity;
+  }
   size_t width() const { return width_; }
 
   // Producer only.

@@ -239,7 +239,7 @@ void Sampler::run(Core& c) {
     bool stopping = c.cv.wait_until(lk, deadline, [&c] { return c.stop; });
     lk.unlock();
     int64_t t0 = mono_now_ns();
-    if (stopping && last && t0 - last < interval / 2) break;  // the last row is recent enough
+    if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
     int64_t wall = wall_now_ns();
     c.collector.sample(t0, c.row.data());
     c.ring.push(wall, c.row.data());

@@ -24,11 +24,17 @@ except ImportError as exc:  # extension not built, or built for another platform
 __all__ = ["Batch", "Sampler", "native_available"]
 
 BACKENDS = ("auto", "native", "psutil")
+MAX_INTERVAL_S = 86400.0  # one day
+MAX_CAPACITY = 1 << 31  # rows
 
 
 def native_available() -> Tuple[bool, str]:
     """Whether the native backend can be used here, and why not (``(True, "")`` when it can)."""
     if _native is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        if os.path.exists(os.path.join(os.path.dirname(here), "pyproject.toml")):
+            return False, (f"sysprof was imported from the source checkout {here}, which has no compiled "
+                           "extension: run from another directory, or use the installed `sysprof` command")
         return False, f"extension sysprof._native did not import ({_NATIVE_ERROR})"
     if not os.path.exists("/proc/stat"):
         return False, "no /proc/stat on this system"
@@ -98,8 +104,9 @@ class Sampler:
         gpu: GPU channels (``gpu/<index>/...``), where supported.
 
     Raises:
-        ValueError: naming the argument, for interval <= 0, capacity < 2, an unknown backend,
-            ``backend="native"`` where it is unavailable, or a custom proc_root with psutil.
+        ValueError: naming the argument, for an interval outside (0 s, 1 day], a capacity outside
+            [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
+            unavailable, a pid without process or cgroup, or a custom proc_root with psutil.
 
     All channels are float64 in Prometheus base units (bytes, seconds, percent); see README.
     """
@@ -109,14 +116,17 @@ class Sampler:
                  process: bool = False, capacity: int = 65536, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  gpu: bool = False, pressure: bool = False, cgroup: bool = False) -> None:
-        if not isinstance(interval, (int, float)) or not interval > 0:
-            raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
-        if not isinstance(capacity, int) or capacity < 2:
-            raise ValueError(f"capacity must be an integer >= 2, got {capacity!r}")
+        if (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                or not 0 < interval <= MAX_INTERVAL_S):
+            raise ValueError(f"interval must be a number of seconds in (0, {MAX_INTERVAL_S:g}], got {interval!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or not 2 <= capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity must be an integer in [2, {MAX_CAPACITY}], got {capacity!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if pid is not None and (not isinstance(pid, int) or pid <= 0):
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
+        if pid is not None and not (process or cgroup):
+            raise ValueError("pid is only read by process=True or cgroup=True; enable one of them")
         ok, why = native_available()
         if proc_root != "/proc" and _native is not None:
             ok, why = True, ""  # a fixture tree needs no live /proc
@@ -130,13 +140,17 @@ class Sampler:
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
                      process=process, gpu=gpu, pressure=pressure, cgroup=cgroup)
         if self.backend == "native":
-            self._impl = _native.NativeSampler(
-                interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
-                pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root, **flags)
+            try:
+                self._impl = _native.NativeSampler(
+                    interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
+                    pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root, **flags)
+            except MemoryError:
+                raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
+                                 "per channel plus 8") from None
         else:
             if proc_root != "/proc":
-                raise ValueError("proc_root other than '/proc' needs the native backend "
-                                 f"(psutil reads the live system): {why}")
+                raise ValueError("proc_root other than '/proc' needs the native backend (psutil reads the "
+                                 f"live system), which is unavailable here: {why or 'backend=psutil was asked'}")
             from .psutil_backend import PsutilSampler
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
                                        sys_root=sys_root, **flags)
@@ -190,7 +204,9 @@ class Sampler:
 
         The copy runs with the GIL released (native backend).
         """
-        ts, values = self._impl.drain(-1 if max_rows is None else int(max_rows))
+        if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
+            raise ValueError(f"max_rows must be a non-negative integer or None, got {max_rows!r}")
+        ts, values = self._impl.drain(-1 if max_rows is None else max_rows)
         return Batch(ts, values, self.channels)
 
     def sample(self) -> Dict[str, float]:

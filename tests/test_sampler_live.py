@@ -322,10 +322,31 @@ def test_psutil_backend_threaded():
     (dict(interval=-0.5), "interval"),
     (dict(capacity=1), "capacity"),
     (dict(capacity=0), "capacity"),
+    (dict(interval=float("inf")), "interval"),
+    (dict(interval=float("nan")), "interval"),
+    (dict(interval=True), "interval"),
+    (dict(capacity=2.5), "capacity"),
+    (dict(capacity=10**12), "capacity"),
+    (dict(pid=1), "pid"),  # pid without process/cgroup would be silently ignored
+    (dict(pid=0, process=True), "pid"),
 ])
 def test_bad_arguments(backend, kwargs, word):
     with pytest.raises(ValueError, match=word):
         Sampler(backend=backend, **kwargs)
+
+
+def test_capacity_too_large_for_memory_is_a_value_error():
+    # 2^31 rows of 8 * (1 + channels) bytes: terabytes, refused up front rather than std::bad_alloc
+    with pytest.raises(ValueError, match="capacity"):
+        Sampler(backend="native", capacity=2**31)
+
+
+@pytest.mark.parametrize("max_rows", [-1, 1.5, "2", True])
+def test_bad_drain_max_rows(max_rows):
+    s = Sampler(**dict(OFF, memory=True))
+    with pytest.raises(ValueError, match="max_rows"):
+        s.drain(max_rows)
+    assert len(s.drain(0)) == 0
 
 
 def test_bad_backend_and_proc_root():
@@ -399,3 +420,27 @@ def test_process_cpu_percent_is_smooth_at_1khz():
     ncpu = os.cpu_count() or 1
     assert np.max(v) <= 100 * ncpu * 1.2, np.max(v)  # never more CPUs than exist
     assert np.median(v) >= 50, np.median(v)  # busy most of the time, not mostly 0
+
+
+@pytest.mark.parametrize("backend", ["native"])
+def test_rows_at_start_and_stop_even_below_one_interval(backend):
+    # A run shorter than the interval still has both ends: a row at start() and one at stop().
+    s = Sampler(interval=10.0, backend=backend, **dict(OFF, memory=True))
+    t0 = time.time_ns()
+    s.start()
+    time.sleep(0.2)
+    s.stop()
+    t1 = time.time_ns()
+    b = s.drain()
+    assert len(b) == 2, len(b)
+    assert t0 <= b.timestamps_ns[0] < t0 + 50_000_000  # at start
+    assert t1 - 50_000_000 < b.timestamps_ns[1] <= t1  # at stop
+    st = s.stats
+    assert st["taken"] == 2 and st["missed_deadlines"] == 0
+    # nearest-rank p99 of two costs is the larger one: never above the max, never below the mean
+    assert st["sample_ns_mean"] <= st["sample_ns_p99"] <= st["sample_ns_max"]
+
+
+def test_cost_stats_are_nan_before_any_sample():
+    st = Sampler(**dict(OFF, memory=True)).stats
+    assert math.isnan(st["sample_ns_mean"]) and math.isnan(st["sample_ns_p99"]) and math.isnan(st["sample_ns_max"])
