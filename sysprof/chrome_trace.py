@@ -1,7 +1,7 @@
 """Chrome trace-event JSON files: the one place in sysprof that writes and reads them.
 
 File layout (Composer's): a JSON array, ``[`` newline, one event object per line separated by ``,`` newline, then
-newline ``]`` newline. A ``.gz`` suffix means gzip compression. The Chrome trace format allows the closing ``]`` to
+newline ``]`` newline. A ``.gz`` suffix (any case: ``.json.GZ`` too) means gzip compression. The Chrome trace format allows the closing ``]`` to
 be missing, so a file cut short by a crash is still a trace: :func:`read_trace` accepts it (dropping a partial last
 event) and :func:`repair_trace` rewrites it as strict JSON.
 
@@ -21,7 +21,7 @@ import tempfile
 import zlib
 from typing import Any, Iterable, Union
 
-__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event"]
+__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "is_gzip_path"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -52,8 +52,10 @@ def encode_event(event: dict) -> str:
         return _ENCODER.encode(_finite(event))
 
 
-def _is_gzip(path: PathLike) -> bool:
-    return os.fspath(path).endswith(".gz")
+def is_gzip_path(path: PathLike) -> bool:
+    """Whether a trace at ``path`` is gzip-compressed: its name ends in ``.gz``, in any case (the one place
+    that decides it, for writing, reading and repairing)."""
+    return os.fspath(path).lower().endswith(".gz")
 
 
 class ChromeTraceWriter:
@@ -78,7 +80,7 @@ class ChromeTraceWriter:
     def __init__(self, path: PathLike, *, overwrite: bool = False) -> None:
         self.path = pathlib.Path(path)
         mode = "w" if overwrite else "x"
-        if _is_gzip(self.path):
+        if is_gzip_path(self.path):
             self._file: Any = io.TextIOWrapper(gzip.open(self.path, mode + "b"), encoding="ascii", newline="\n")
         else:
             self._file = open(self.path, mode, encoding="ascii", newline="\n")
@@ -165,7 +167,7 @@ class ChromeTraceWriter:
 
 def _read_text(path: PathLike) -> str:
     """Whole text of ``path``, decompressing ``.gz``; a truncated gzip stream yields the data decoded so far."""
-    if not _is_gzip(path):
+    if not is_gzip_path(path):
         with open(path, "r", encoding="utf-8") as f:
             return f.read()
     with open(path, "rb") as f:
@@ -248,7 +250,7 @@ def repair_trace(path: PathLike) -> int:
     """
     path = pathlib.Path(path)
     events = read_trace(path)
-    fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if _is_gzip(path) else ".json",
+    fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if is_gzip_path(path) else ".json",
                                dir=path.parent)
     os.close(fd)
     try:

@@ -29,7 +29,7 @@ import json
 
 import numpy as np
 
-from sysprof.chrome_trace import ChromeTraceWriter, encode_event, read_trace
+from sysprof.chrome_trace import ChromeTraceWriter, encode_event, is_gzip_path, read_trace
 from sysprof.schedule import current_action
 from sysprof.trace_handler import CounterRows, TraceHandler
 
@@ -255,7 +255,7 @@ class JSONTraceHandler(TraceHandler):
 
     def _open_writer(self) -> None:
         assert self._folder is not None
-        suffix = ".json.gz" if self.filename.endswith(".gz") else ".json"
+        suffix = ".json.gz" if is_gzip_path(self.filename) else ".json"
         tmp = os.path.join(self._folder, f".sysprof-rank{self._rank}-{os.getpid()}.partial{suffix}")
         self._writer = ChromeTraceWriter(tmp, overwrite=True)
         self._cycle_events = 0
