@@ -2,8 +2,8 @@
 
     sysprof record [-o TRACE] [--interval 1ms] [--cpu] [--per-cpu] [--memory] [--disk] [--net]
                    [--gpu] [--load] [--process] [--pressure] [--cgroup] [--all] [--duration SECONDS]
-                   [-- COMMAND ARGS...]
-    sysprof report TRACE [--json] [--plot FILE.png] [-k PATTERN] [--all]
+                   [--kill-after SECONDS] [--capacity ROWS] [-- COMMAND ARGS...]
+    sysprof report TRACE [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
     sysprof info [--json]
     sysprof repair TRACE
     sysprof bench [ARGS...]          (runs benchmarks/run.py of a source checkout)
@@ -16,11 +16,15 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 * one ``"ph": "i"`` instant event named ``"sysprof start"`` whose args hold the recording metadata
   (``version``, ``command``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...);
 * ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
-  ``{"name": "a/b", "args": {"c": value}}``; NaN is written as ``null``. ``ts`` is in microseconds since
+  ``{"name": "a/b", "args": {"c": value}}``. A NaN (unknown) value is left out of its event; an event
+  whose values are all NaN is not written, except as ``"args": {}`` where a group that had values turns
+  all-unknown, so ``report`` knows the old values stopped holding there. ``ts`` is in microseconds since
   the Unix epoch (an integer, or a float with sub-microsecond digits when the interval is below 1 ms);
 * a ``"sysprof"`` counter event at each flush with the sampler's running ``taken``/``dropped``/
   ``missed_deadlines``, so a truncated trace still tells how much was lost;
-* a final ``"ph": "i"`` event ``"sysprof stop"`` whose args hold the sampler's final ``stats``.
+* a final ``"ph": "i"`` event ``"sysprof stop"`` whose args hold the sampler's final ``stats``,
+  ``samples_written`` (= taken - dropped), the ``signals`` received, the ``signals_sent`` to the command
+  and its ``returncode``.
 """
 from __future__ import annotations
 
@@ -52,6 +56,12 @@ DEFAULT_INTERVAL = "10ms"
 DRAIN_PERIOD = 0.2
 FLUSH_PERIOD = 1.0
 STATUS_PERIOD = 0.5
+#: the sampler's ring holds about RING_SECONDS of samples (it is drained every DRAIN_PERIOD), within these rows
+RING_SECONDS = 4.0
+MIN_CAPACITY = 1024
+MAX_CAPACITY = 65536
+#: with --duration and a command: SIGKILL this long after the SIGTERM (--kill-after)
+DEFAULT_KILL_AFTER = "5s"
 
 
 
@@ -132,7 +142,11 @@ class EventBuilder:
     differs from the row before (NaN equal to NaN), plus the first row; ``finish()`` writes every group's
     last row. Chrome and Perfetto draw a counter as a step function that holds its value until the next
     event, so nothing is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first
-    event. ``report`` weighs each value by how long it held."""
+    event. ``report`` weighs each value by how long it held.
+
+    NaN values are left out of an event (counter args must be numbers); a row whose values are all NaN
+    writes nothing, except ``"args": {}`` when the group had values before: the old values end there.
+    ``rows`` counts the sample rows seen (the samples written)."""
 
     def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
                  changes_only: bool = True):
@@ -150,6 +164,8 @@ class EventBuilder:
             self.groups.append((group, pid, np.asarray(idx, dtype=np.intp), tuple(keys)))
         self.float_ts = float_ts
         self.changes_only = changes_only
+        self.rows = 0
+        self._known = [False] * len(self.groups)  # per group: whether its last event had a value
         self._prev = None          # the last row seen (values), to compare the next batch's first row with
         self._last_ts_ns = None
         self._emitted_last = None  # per group: whether the last row seen was written for it
@@ -161,6 +177,7 @@ class EventBuilder:
         import numpy as np
 
         n = len(batch)
+        self.rows += n
         if n == 0 or not self.groups:
             return []
         ts_ns = batch.timestamps_ns.tolist()
@@ -177,7 +194,7 @@ class EventBuilder:
                 differs[0] = True
         rows_by_group = []
         emitted_last = []
-        for group, pid, idx, keys in self.groups:
+        for g, (group, pid, idx, keys) in enumerate(self.groups):
             if self.changes_only:
                 mask = differs[:, idx].any(axis=1)
                 rows = np.flatnonzero(mask).tolist()
@@ -186,17 +203,26 @@ class EventBuilder:
                 rows = range(n)
                 emitted_last.append(True)
             if len(rows):
-                rows_by_group.append((group, pid, keys, rows, values[rows][:, idx].tolist()))
+                rows_by_group.append((g, group, pid, keys, rows, values[rows][:, idx].tolist()))
         self._prev = values[-1].copy()
         self._last_ts_ns = ts_ns[-1]
         self._emitted_last = emitted_last
         out = []
-        for group, pid, keys, rows, vals in rows_by_group:
+        for g, group, pid, keys, rows, vals in rows_by_group:
             for r, v in zip(rows, vals):
-                out.append((r, {"name": group, "ph": "C", "ts": ts[r], "pid": pid, "tid": 0,
-                                "args": dict(zip(keys, v))}))
+                args = self._args(g, keys, v)
+                if args is not None:
+                    out.append((r, {"name": group, "ph": "C", "ts": ts[r], "pid": pid, "tid": 0, "args": args}))
         out.sort(key=lambda e: e[0])  # stable: time order, groups in channel order within a row
         return [e for _, e in out]
+
+    def _args(self, g, keys, values):
+        """The args of group ``g``'s event for one row, NaN left out; None: write no event."""
+        args = {k: x for k, x in zip(keys, values) if x == x}
+        if not args and not self._known[g]:
+            return None  # still unknown: nothing to say
+        self._known[g] = bool(args)
+        return args
 
     def finish(self):
         """Events that repeat the last row for every group not written at that row (the trace's end)."""
@@ -204,23 +230,29 @@ class EventBuilder:
             return []
         t = self.ts(self._last_ts_ns)
         last = self._prev.tolist()
-        return [{"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0,
-                 "args": dict(zip(keys, (last[i] for i in idx.tolist())))}
-                for (group, pid, idx, keys), done in zip(self.groups, self._emitted_last) if not done]
+        out = []
+        for g, ((group, pid, idx, keys), done) in enumerate(zip(self.groups, self._emitted_last)):
+            args = None if done else self._args(g, keys, [last[i] for i in idx.tolist()])
+            if args is not None:
+                out.append({"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0, "args": args})
+        return out
 
 
 class _Signals:
     """Installs handlers for SIGINT/SIGTERM/SIGHUP/SIGQUIT that forward to the child and record the stop.
 
-    A SIGINT/SIGQUIT/SIGHUP that the terminal sends reaches the whole foreground process group, child
-    included, so it is not sent a second time when sysprof and its child are that group; anything
-    else (``kill``, a scheduler's SIGTERM, sysprof started in the background) is forwarded."""
+    The first signal is passed on as it is. A SIGINT/SIGQUIT/SIGHUP that the terminal sends reaches the
+    whole foreground process group, child included, so it is not sent a second time when sysprof and its
+    child are that group; anything else (``kill``, a scheduler's SIGTERM, sysprof started in the
+    background) is forwarded. For a command that ignores it, the second signal sends it SIGTERM and the
+    third SIGKILL. ``sent`` names every signal sysprof sent the command (these and ``--duration``'s)."""
 
     TTY_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
 
     def __init__(self):
         self.child_pid = None
         self.received = []
+        self.sent = []
         self.old = {}
         self.wakeup_r = self.wakeup_w = None
         self.old_wakeup = None
@@ -279,17 +311,26 @@ class _Signals:
         finally:
             os.close(fd)
 
-    def _handler(self, signum, frame):
-        self.received.append(signum)
+    def send(self, signum) -> None:
+        """Send ``signum`` to the command (if it is still there) and note it in ``sent``."""
         pid = self.child_pid
         if pid is None:
-            return
-        if signum in self.TTY_SIGNALS and self._terminal_sent_it_to_child_too():
             return
         try:
             os.kill(pid, signum)
         except ProcessLookupError:
-            pass
+            return
+        self.sent.append(signal.Signals(signum).name)
+
+    def _handler(self, signum, frame):
+        self.received.append(signum)
+        n = len(self.received)
+        if n >= 3:
+            self.send(signal.SIGKILL)
+        elif n == 2:
+            self.send(signal.SIGTERM)
+        elif not (signum in self.TTY_SIGNALS and self._terminal_sent_it_to_child_too()):
+            self.send(signum)
 
 
 class _Child:
@@ -332,8 +373,56 @@ def _resolve_command(argv):
     return found
 
 
-def _default_output() -> str:
-    return time.strftime("sysprof-%Y%m%d-%H%M%S.json")
+def _open_output(writer_class, output, force):
+    """``(writer, path)`` for the trace. Without ``-o``: a new ``sysprof-YYYYmmdd-HHMMSS[-N].json`` in the
+    current directory, the first such name that does not exist (created exclusively: never overwritten)."""
+    if output is not None:
+        try:
+            return writer_class(output, overwrite=force), output
+        except FileExistsError:
+            raise CLIError(f"output exists: {output} (use --force to overwrite)") from None
+        except IsADirectoryError:
+            raise CLIError(f"output is a directory: {output}", status=2) from None
+        except OSError as e:
+            raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
+    stem = time.strftime("sysprof-%Y%m%d-%H%M%S")
+    for n in range(10000):
+        path = f"{stem}.json" if n == 0 else f"{stem}-{n}.json"
+        try:
+            return writer_class(path, overwrite=False), path
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise CLIError(f"cannot write {path}: {e.strerror or e}") from None
+    raise CLIError(f"cannot find an unused name {stem}-N.json; give -o TRACE")
+
+
+def _default_capacity(interval: float) -> int:
+    """Sampler ring rows for about RING_SECONDS of samples (drained every DRAIN_PERIOD s), within bounds."""
+    return int(min(MAX_CAPACITY, max(MIN_CAPACITY, math.ceil(RING_SECONDS / interval))))
+
+
+class _Timeout:
+    """``--duration`` with a command, like timeout(1): at the end SIGTERM, ``--kill-after`` later SIGKILL.
+
+    ``at`` is the monotonic time of the next step (None: nothing more to do); ``step()`` says which
+    signal to send now and moves on."""
+
+    def __init__(self, duration, kill_after):
+        self.at = time.monotonic() + duration if duration else None
+        self.kill_after = kill_after
+        self.reached = False  # the duration is over
+
+    def remaining(self):
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def step(self):
+        if not self.reached:
+            self.reached = True
+            self.at = time.monotonic() + self.kill_after
+            return signal.SIGTERM
+        self.at = None
+        return signal.SIGKILL
 
 
 class _Status:
@@ -345,14 +434,15 @@ class _Status:
         self.last = 0.0
         self.shown = False
 
-    def update(self, elapsed, stats, nbytes, force=False):
+    def update(self, elapsed, written, stats, nbytes, force=False):
+        """``written``: sample rows written to the trace; ``stats``: the sampler's (``dropped``)."""
         if not self.enabled:
             return
         now = time.monotonic()
         if not force and now - self.last < STATUS_PERIOD:
             return
         self.last = now
-        line = (f"{PROG}: {elapsed:7.1f} s  {int(stats.get('taken', 0)):>10,} samples  "
+        line = (f"{PROG}: {elapsed:7.1f} s  {written:>10,} samples  "
                 f"{int(stats.get('dropped', 0)):,} dropped  {human_bytes(nbytes)}  {self.path}")
         sys.stderr.write("\r" + line + "\x1b[K")
         sys.stderr.flush()
@@ -392,12 +482,16 @@ def cmd_record(args) -> int:
         raise CLIError(f"no such process: {args.pid}")
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
     quiet = args.quiet
-    output = args.output or _default_output()
+    output = args.output
 
     # ---- pre-flight: nothing runs before these pass ----
+    if output == "-":
+        raise CLIError("writing to stdout is not supported; give -o FILE", status=2)
+    if output is not None and os.path.isdir(output):
+        raise CLIError(f"output is a directory: {output}", status=2)
     if command:
         _resolve_command(command)
-    if os.path.lexists(output) and not args.force:
+    if output is not None and os.path.lexists(output) and not args.force:
         raise CLIError(f"output exists: {output} (use --force to overwrite)")
     sysprof = _import_sysprof()
     from sysprof.chrome_trace import ChromeTraceWriter
@@ -405,7 +499,8 @@ def cmd_record(args) -> int:
     kwargs = dict(interval=args.interval, cpu=sources["cpu"], per_cpu=sources["per_cpu"],
                   memory=sources["memory"], disk=sources["disk"], net=sources["net"], load=sources["load"],
                   process=sources["process"], gpu=sources["gpu"], pressure=sources["pressure"],
-                  cgroup=sources["cgroup"], capacity=args.capacity, backend=args.backend)
+                  cgroup=sources["cgroup"], backend=args.backend,
+                  capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval))
     follow_child = sources["process"] and bool(command)
     if args.pid is not None and (sources["process"] or sources["cgroup"]):
         kwargs["pid"] = args.pid
@@ -417,12 +512,7 @@ def cmd_record(args) -> int:
         except (ValueError, TypeError) as e:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
-    try:
-        writer = ChromeTraceWriter(output, overwrite=args.force)
-    except FileExistsError:
-        raise CLIError(f"output exists: {output} (use --force to overwrite)") from None
-    except OSError as e:
-        raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
+    writer, output = _open_output(ChromeTraceWriter, output, args.force)
 
     sampler = child = None
     signals = _Signals()
@@ -443,10 +533,7 @@ def cmd_record(args) -> int:
                 raise CLIError(f"cannot run {command[0]}: {e.strerror or e}", status=126) from None
             signals.child_pid = child.pid
             for sig in list(signals.received):  # arrived while the command was being started
-                try:
-                    os.kill(child.pid, sig)
-                except ProcessLookupError:
-                    pass
+                signals.send(sig)
             if follow_child:
                 sampler = make_sampler(pid=child.pid)
                 sampler.start()
@@ -503,6 +590,7 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
         "pid": proc_pid,
         "recorder_pid": my_pid,
         "interval_s": sampler.interval,
+        "capacity": getattr(sampler, "capacity", None),
         "backend": getattr(sampler, "backend", None),
         "channels": list(channels),
         "errors": dict(getattr(sampler, "errors", {})),
@@ -515,25 +603,24 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": ts0, "pid": my_pid, "tid": 0, "args": meta})
 
     status = _Status(enabled=not quiet and sys.stderr.isatty(), path=output)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    timeout = _Timeout(args.duration, args.kill_after)
     t0 = time.monotonic()
     last_flush = t0
     returncode = None
-    duration_hit = False
     failure = None
     try:
         writer.write_many(head)
         writer.flush()
         while True:
-            # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration to end
-            now = time.monotonic()
-            timeout = DRAIN_PERIOD if deadline is None else max(0.0, min(DRAIN_PERIOD, deadline - now))
+            # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration (or kill-after) to end
+            left = timeout.remaining()
+            wait = DRAIN_PERIOD if left is None else min(DRAIN_PERIOD, left)
             fds = [fd for fd in ((child.pidfd if child is not None else None), signals.wakeup_r) if fd is not None]
             try:
                 if fds:
-                    select.select(fds, [], [], timeout)
+                    select.select(fds, [], [], wait)
                 else:
-                    time.sleep(timeout)
+                    time.sleep(wait)
             except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
                 pass
             signals.drain_wakeup()
@@ -546,19 +633,22 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
                 _write_stats_counter(writer, sampler, float_ts)
                 writer.flush()
                 last_flush = now
-            status.update(now - t0, sampler.stats, writer.bytes_written)
+            status.update(now - t0, builder.rows, sampler.stats, writer.bytes_written)
 
             if child is not None:
                 returncode = child.poll()
                 if returncode is not None:
+                    signals.child_pid = None
                     break
             elif args.pid is not None and not _pid_alive(args.pid):
                 break
             elif signals.received:
                 break
-            if deadline is not None and now >= deadline:
-                duration_hit = True
-                break
+            if timeout.at is not None and time.monotonic() >= timeout.at:
+                if child is None:
+                    timeout.reached = True
+                    break
+                signals.send(timeout.step())  # keep recording while the command shuts down
     except Exception as e:  # a failure while recording: keep what we have, still wait for the child
         failure = e
     finally:
@@ -578,9 +668,10 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
         except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
             failure = failure or e
         t_end_ns = time.time_ns()
-        stop_args = {"stats": stats, "elapsed_s": (t_end_ns - t_start_ns) / 1e9,
+        stop_args = {"stats": stats, "samples_written": builder.rows, "elapsed_s": (t_end_ns - t_start_ns) / 1e9,
                      "signals": [signal.Signals(s).name for s in signals.received],
-                     "duration_reached": duration_hit, "errors": dict(getattr(sampler, "errors", {}))}
+                     "signals_sent": list(signals.sent),
+                     "duration_reached": timeout.reached, "errors": dict(getattr(sampler, "errors", {}))}
         if returncode is not None:
             stop_args["returncode"] = returncode
         try:
@@ -596,35 +687,33 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
         status.clear()
 
     if failure is not None:
-        print(f"{PROG}: recording stopped early: {type(failure).__name__}: {failure}; "
-              f"run 'sysprof repair {output}' if the trace is not closed", file=sys.stderr, flush=True)
+        print(f"{PROG}: recording stopped early: {type(failure).__name__}: {failure}; the trace is incomplete "
+              f"(run 'sysprof repair {output}' if it is not closed)", file=sys.stderr, flush=True)
 
-    if child is not None and returncode is None:
-        if duration_hit and child.poll() is None:
-            # --duration with a command: like timeout(1), end the command once the time is up
-            try:
-                os.kill(child.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        returncode = _wait_child(child)
+    if child is not None and returncode is None:  # the recording failed: still wait for the command
+        returncode = _wait_child(child, signals, timeout)
 
     if not quiet and failure is None:
-        taken = int(stats.get("taken", 0))
+        written, dropped = builder.rows, int(stats.get("dropped", 0))
         elapsed = (t_end_ns - t_start_ns) / 1e9
         size = os.path.getsize(output) if os.path.exists(output) else writer.bytes_written
-        print(f"{PROG}: wrote {output}: {taken:,} samples in {elapsed:.1f} s "
-              f"({taken / elapsed if elapsed > 0 else 0:.0f}/s), {int(stats.get('dropped', 0)):,} dropped, "
+        print(f"{PROG}: wrote {output}: {written:,} samples in {elapsed:.1f} s "
+              f"({written / elapsed if elapsed > 0 else 0:.0f}/s), {dropped:,} dropped"
+              f"{' (the ring was full: raise --capacity)' if dropped else ''}, "
               f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}",
               file=sys.stderr, flush=True)
-    if child is not None:
-        return _exit_status(returncode)
+    if child is not None and _exit_status(returncode) != 0:
+        return _exit_status(returncode)  # the command's failure comes first
     return 1 if failure is not None else 0
 
 
-def _wait_child(child) -> int:
+def _wait_child(child, signals, timeout) -> int:
+    """Wait for the command to exit, signalling it as ``timeout`` says (--duration, --kill-after)."""
     while True:
         try:
-            return child.popen.wait()
+            return child.popen.wait(timeout=timeout.remaining())
+        except subprocess.TimeoutExpired:
+            signals.send(timeout.step())
         except KeyboardInterrupt:  # pragma: no cover - handlers are restored only after this
             continue
 
@@ -657,6 +746,8 @@ def cmd_report(args) -> int:
     _import_sysprof()
     from sysprof.chrome_trace import read_trace
 
+    if args.smooth and not args.plot:
+        raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
     if args.plot:
         require_matplotlib()
     data = TraceData(_read_trace_or_fail(read_trace, args.trace))
@@ -665,6 +756,9 @@ def cmd_report(args) -> int:
     summary = summarize(data)
     keep = channel_filter(args.channel)
     summary["channels"] = {ch: e for ch, e in summary["channels"].items() if keep(ch)}
+    if not summary["channels"]:
+        raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
+                       f"({len(data.series)} channels in {args.trace}; 'sysprof report --all' lists them)")
     plotted = None
     if args.plot:
         plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
@@ -834,14 +928,28 @@ def cmd_repair(args) -> int:
     return 0
 
 
+#: the directory above the package: a source checkout when sysprof runs from one (an editable install)
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+
 def _bench_script():
-    return Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+    """``benchmarks/run.py`` of a sysprof source checkout: the current directory's, else the one beside the
+    package (an editable install); None after ``pip install .``. A checkout is told by its pyproject.toml
+    naming the project sysprof, so another project's benchmarks/run.py is never run."""
+    for root in (Path.cwd(), _PACKAGE_PARENT):
+        script = root / "benchmarks" / "run.py"
+        try:
+            if script.is_file() and re.search(r'^name\s*=\s*"sysprof"', (root / "pyproject.toml").read_text(), re.M):
+                return script
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
 
 
 def cmd_bench(args) -> int:
     script = _bench_script()
-    if not script.is_file():
-        raise CLIError(f"bench: {script} not found (the benchmarks ship with the source tree)")
+    if script is None:
+        raise CLIError(f"bench needs a source checkout (benchmarks/run.py not found in {os.getcwd()})", status=2)
     rest = list(args.bench_args or [])
     if rest and rest[0] == "--":
         rest = rest[1:]
@@ -860,14 +968,23 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("record", help="sample system metrics while a command runs; write a Chrome/Perfetto trace",
                        description="Sample system metrics while COMMAND runs (or for --duration, or until Ctrl-C) "
                                    "and write a Chrome trace-event JSON file (open it in ui.perfetto.dev). "
-                                   "The exit status is the command's.")
+                                   "Exit status: the command's when it is not 0; otherwise 1 if the trace could "
+                                   "not be written completely (e.g. the disk filled up), else 0. "
+                                   "SIGINT/SIGTERM/SIGHUP/SIGQUIT are passed on to the command; should it "
+                                   "ignore them, a second one sends it SIGTERM and a third SIGKILL.")
     r.add_argument("-o", "--output", metavar="TRACE",
-                   help="trace file (.json, or .json.gz for gzip); default sysprof-YYYYmmdd-HHMMSS.json")
+                   help="trace file (.json, or .json.gz for gzip; not '-'); default: a new "
+                        "sysprof-YYYYmmdd-HHMMSS.json in the current directory (-1, -2, ... added if that "
+                        "exists; never overwritten)")
     r.add_argument("-f", "--force", action="store_true", help="overwrite an existing output file")
     r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
                    help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
-                   help="stop after this long (a running command is then sent SIGTERM, like timeout(1))")
+                   help="stop after this long (a running command is then sent SIGTERM, like timeout(1), and "
+                        "recorded until it exits)")
+    r.add_argument("--kill-after", type=parse_time, default=parse_time(DEFAULT_KILL_AFTER), metavar="TIME",
+                   help=f"with --duration: send SIGKILL if the command is still running this long after the "
+                        f"SIGTERM (default {DEFAULT_KILL_AFTER})")
     g = r.add_argument_group("sources (default: --cpu --memory --disk --net; with --pid also --process)")
     g.add_argument("--cpu", action="store_true", help="CPU utilisation by mode (/proc/stat)")
     g.add_argument("--per-cpu", dest="per_cpu", action="store_true", help="also per-CPU utilisation")
@@ -886,7 +1003,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
     r.add_argument("--every-row", action="store_true",
                    help="write every channel group at every sample (default: only when a value changed)")
-    r.add_argument("--capacity", type=int, default=65536, metavar="ROWS", help="sampler ring-buffer rows")
+    r.add_argument("--capacity", type=int, metavar="ROWS",
+                   help=f"sampler ring-buffer rows, 8 x (1 + channels) bytes each; default about "
+                        f"{RING_SECONDS:g} s of samples: ceil({RING_SECONDS:g} / interval), "
+                        f"{MIN_CAPACITY} to {MAX_CAPACITY}")
     r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
                    help="the command to run and record")
@@ -898,7 +1018,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
     rp.add_argument("--smooth", type=parse_time, metavar="TIME",
-                    help="plot a moving average over this window (e.g. 100ms) instead of the raw steps")
+                    help="with --plot: plot a moving average over this window (e.g. 100ms) instead of the raw steps")
     rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
                     help="only channels matching this glob or substring (repeatable)")
     rp.add_argument("--all", action="store_true", help="also list channels that were always 0")

@@ -2,7 +2,12 @@
 
 Used by ``sysprof report``; independent of the command line (errors are :class:`ReportError`).
 Counters hold their value until the next event (Chrome's step semantics), so statistics weigh
-each value by how long it held.
+each value by how long it held. A counter event is a snapshot of its group: a key that the group has
+elsewhere but that is missing from an event (sysprof leaves NaN out) is unknown from that event until
+the group's next event, and that time counts for no value.
+
+Besides ``sysprof record`` traces, traces of ``sysprof.profile()`` / ``JSONTraceHandler`` (Composer's
+layout: ``memory/virtual`` {used_gb}, ``disk/<dev>/<field>`` {<field>}, no recording metadata) are read.
 """
 from __future__ import annotations
 
@@ -23,10 +28,10 @@ class ReportError(ValueError):
 
 def format_seconds(s: float) -> str:
     if s >= 1:
-        return f"{s:g} s"
+        return f"{s:.4g} s"
     if s >= 1e-3:
-        return f"{s * 1e3:g} ms"
-    return f"{s * 1e6:g} us"
+        return f"{s * 1e3:.4g} ms"
+    return f"{s * 1e6:.4g} us"
 
 
 def human_bytes(n: float) -> str:
@@ -53,25 +58,37 @@ def split_channel(name: str):
 
 
 def join_channel(group: str, key: str) -> str:
-    return group if key == "value" and "/" not in group else f"{group}/{key}"
+    """Channel name of key ``key`` of counter ``group``: ``group/key``, but ``group`` alone for the key
+    ``value`` of a one-level group, and when ``group`` already ends in ``key`` (Composer's layout writes
+    ``{"name": "disk/sda/read_bytes", "args": {"read_bytes": ...}}``)."""
+    if (key == "value" and "/" not in group) or group.rsplit("/", 1)[-1] == key:
+        return group
+    return f"{group}/{key}"
 
 
 _UNIT_RULES = (  # (suffix or marker on the base name, unit)
     ("_bytes", "B"), ("bytes_", "B"), ("_percent", "%"), ("_seconds_total", "s"), ("_seconds", "s"),
     ("_watts", "W"), ("_joules", "J"), ("_celsius", "\u00b0C"), ("_mhz", "MHz"), ("_hz", "Hz"),
+    # the Composer layout of sysprof.profile() / SystemProfiler: GB = 1e9 bytes, kB = 1e3 bytes
+    ("_gb", "GB"), ("kb_", "kB"),
 )
+#: Composer-layout keys with a unit the name does not say: diskstats times in cumulative ms
+_UNIT_NAMES = {"read_time": "ms", "write_time": "ms", "busy_time": "ms"}
 
 
 def infer_unit(channel: str) -> str:
-    """Unit of a channel from its name: ``_bytes`` -> B, ``_percent`` -> %, ``_per_second`` -> /s, ..."""
+    """Unit of a channel from its name: ``_bytes`` -> B, ``_percent`` -> %, ``_per_second`` -> /s, ``_gb`` -> GB, ..."""
     key = channel.rsplit("/", 1)[-1]
     rate = key.endswith("_per_second")
     base = key[: -len("_per_second")] if rate else key
-    unit = ""
+    unit = _UNIT_NAMES.get(base, "")
+    if channel.startswith("memory/cuda/") and base.endswith("_mem"):
+        unit = "GB"  # torch allocator statistics, in GB
     for marker, u in _UNIT_RULES:
+        if unit:
+            break
         if base.endswith(marker) or (marker.endswith("_") and base.startswith(marker)) or base == marker.strip("_"):
             unit = u
-            break
     if rate:
         return f"{unit}/s" if unit else "/s"
     return unit
@@ -112,7 +129,9 @@ class TraceData:
     """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats.
 
     ``series[channel] = (ts_us, values)``, sorted by time; a counter holds its value until its next
-    event (Chrome's step semantics), so statistics weigh each value by how long it held."""
+    event (Chrome's step semantics), so statistics weigh each value by how long it held. Each event of a
+    counter gives a value to every key the counter has anywhere in the trace: NaN where the event lacks
+    the key (or has ``null``), so a value is never held across a time it was unknown."""
 
     def __init__(self, events):
         import numpy as np
@@ -123,7 +142,7 @@ class TraceData:
         self.stop_ts = None
         self.last_counter_stats = None
         self.last_counter_ts = None
-        raw = {}
+        groups = {}  # counter name -> ([ts], [args])
         for ev in events:
             if not isinstance(ev, dict):
                 continue
@@ -138,19 +157,23 @@ class TraceData:
                     self.last_counter_stats = args
                     self.last_counter_ts = ts
                     continue
-                for key, v in args.items():
-                    ch = join_channel(str(name), str(key))
-                    lst = raw.get(ch)
-                    if lst is None:
-                        lst = raw[ch] = ([], [])
-                    lst[0].append(ts)
-                    lst[1].append(float("nan") if v is None else v)
+                group = groups.get(name)
+                if group is None:
+                    group = groups[name] = ([], [])
+                group[0].append(ts)
+                group[1].append(args)
             elif ph in ("i", "I") and name == START_EVENT:
                 self.meta = ev.get("args") or {}
                 self.start_ts = ts
             elif ph in ("i", "I") and name == STOP_EVENT:
                 self.stop = ev.get("args") or {}
                 self.stop_ts = ts
+        nan = float("nan")
+        raw = {}
+        for name, (tss, argss) in groups.items():
+            for key in dict.fromkeys(k for a in argss for k in a):  # every key of the counter, in order
+                vals = [a.get(key) for a in argss]
+                raw[join_channel(str(name), str(key))] = (tss, [nan if v is None else v for v in vals])
         order = list(self.meta.get("channels") or [])
         known = set(order)
         order += [c for c in raw if c not in known]
@@ -168,8 +191,14 @@ class TraceData:
             self.series[ch] = (t[idx], v[idx])
 
     @property
+    def recorded(self) -> bool:
+        """Whether the trace has ``sysprof record``'s metadata (its start event)."""
+        return self.start_ts is not None
+
+    @property
     def truncated(self) -> bool:
-        return self.stop is None
+        """A ``sysprof record`` trace without its stop event (the recorder was killed or the disk filled)."""
+        return self.recorded and self.stop is None
 
     def stats(self) -> dict:
         if self.stop is not None and self.stop.get("stats"):
@@ -183,15 +212,23 @@ class TraceData:
             return np.zeros(0)
         return np.unique(np.concatenate([t for t, _ in self.series.values()]))
 
-    def interval_us(self) -> float:
-        """The sampling interval in µs: from the metadata, else the median step between timestamps."""
+    def interval(self):
+        """``(seconds, source)``: the sampling interval from the metadata (source ``"metadata"``), else the
+        median spacing of the counter timestamps (``"median spacing"``); ``(None, None)`` when neither."""
         import numpy as np
 
         iv = self.meta.get("interval_s")
         if isinstance(iv, (int, float)) and iv > 0:
-            return float(iv) * 1e6
+            return float(iv), "metadata"
         ts = self.timestamps()
-        return float(np.median(np.diff(ts))) if ts.size >= 2 else 1.0
+        if ts.size >= 2:
+            return float(np.median(np.diff(ts))) / 1e6, "median spacing"
+        return None, None
+
+    def interval_us(self) -> float:
+        """The sampling interval in µs (see :meth:`interval`; 1 when unknown)."""
+        iv, _ = self.interval()
+        return iv * 1e6 if iv else 1.0
 
     def weights(self, t):
         """How long (µs) each value of a series held: until the series' next event; the last one an interval."""
@@ -252,12 +289,13 @@ def summarize(data: TraceData) -> dict:
         entry["first"] = float(finite[0]) if finite.size else None
         entry["last"] = float(finite[-1]) if finite.size else None
         channels[ch] = entry
-    interval = data.meta.get("interval_s")
+    interval, interval_source = data.interval()
     return jsonable({
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
         "backend": data.meta.get("backend"),
         "interval_s": interval,
+        "interval_source": interval_source,
         "nominal_rate_hz": (1.0 / interval) if interval else None,
         "samples": samples,
         "duration_s": duration,
@@ -268,6 +306,7 @@ def summarize(data: TraceData) -> dict:
         "sample_ns_mean": stats.get("sample_ns_mean"),
         "sample_ns_p99": stats.get("sample_ns_p99"),
         "returncode": (data.stop or {}).get("returncode"),
+        "recorded": data.recorded,
         "truncated": data.truncated,
         "errors": data.meta.get("errors") or {},
         "channels": channels,
@@ -293,19 +332,30 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
         return "n/a" if v is None else fmt(v)
 
     out = sys.stdout
-    out.write(f"trace:      {path}{'  (truncated: no stop event; stats as of the last flush)' if s['truncated'] else ''}\n")
+    note = ""
+    if not s.get("recorded", True):
+        note = "  (not a sysprof record trace: no recording metadata)"
+    elif s["truncated"]:
+        note = "  (truncated: no stop event; stats as of the last flush)"
+    out.write(f"trace:      {path}{note}\n")
     if s.get("command"):
         out.write(f"command:    {s['command']}" + (f"  (exit status {s['returncode']})" if s.get("returncode") is not None else "") + "\n")
-    out.write(f"backend:    {s.get('backend') or 'n/a'}   version: {s.get('version') or 'n/a'}\n")
-    nominal = s.get("interval_s")
+    if s.get("recorded", True):
+        out.write(f"backend:    {s.get('backend') or 'n/a'}   version: {s.get('version') or 'n/a'}\n")
+    iv = s.get("interval_s")
+    if iv is None:
+        interval = "interval n/a"
+    elif s.get("interval_source") == "median spacing":
+        interval = f"median spacing {format_seconds(iv)}"
+    else:
+        interval = f"interval {format_seconds(iv)} = {1 / iv:,.0f} Hz"
     out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s; effective rate "
-              f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')}"
-              f" (interval {opt(nominal, format_seconds)}"
-              f"{opt(s.get('nominal_rate_hz'), lambda r: f' = {r:,.0f} Hz')})\n")
-    out.write(f"dropped:    {opt(s.get('dropped'), lambda v: f'{int(v):,}')}   missed deadlines: "
-              f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
-              f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
-              f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
+              f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')} ({interval})\n")
+    if any(s.get(k) is not None for k in ("dropped", "missed_deadlines", "sample_ns_mean")):
+        out.write(f"dropped:    {opt(s.get('dropped'), lambda v: f'{int(v):,}')}   missed deadlines: "
+                  f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
+                  f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
+                  f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
     for src, why in sorted((s.get("errors") or {}).items()):
         out.write(f"unavailable: {src}: {why}\n")
     rows = []
@@ -333,7 +383,7 @@ def require_matplotlib():
         raise ReportError("--plot needs matplotlib: pip install sysprof[plot]") from None
 
 
-_SOURCE_ORDER = ("cpu", "per-cpu", "process", "memory", "swap", "gpu", "disk", "net", "load")
+_SOURCE_ORDER = ("cpu", "per-cpu", "process", "memory", "swap", "gpu", "disk", "net", "network", "load", "load/procs")
 #: left out of a plot unless asked for with -k: mirrors of other series (idle = 100 - percent,
 #: available/free ~ total - used) and counts that duplicate the byte rates
 _PLOT_SKIP = ("cpu/idle_percent", "cpu/*/idle_percent", "memory/available_bytes", "memory/free_bytes",
@@ -342,14 +392,6 @@ _PLOT_SKIP = ("cpu/idle_percent", "cpu/*/idle_percent", "memory/available_bytes"
               "process/num_threads")
 MAX_PANELS = 10
 MAX_LINES = 8
-
-
-def _axis_bytes(x: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{x:.3g} {unit}"
-        x /= 1024
-    return f"{x:.3g} TiB"  # pragma: no cover
 
 
 def _plot_selection(data: TraceData, channel_filter, filtered: bool = False):
@@ -373,6 +415,8 @@ def _plot_selection(data: TraceData, channel_filter, filtered: bool = False):
         source = parts[0]
         if source == "cpu" and len(parts) == 3 and parts[1].isdigit():
             source = "per-cpu"
+        elif source == "load" and parts[-1].startswith("procs_"):
+            source = "load/procs"  # task counts, not load averages: a panel of their own
         unit = infer_unit(ch)
         panels.setdefault((source, unit), []).append((float(np.ptp(finite)), ch))
     order = {s: i for i, s in enumerate(_SOURCE_ORDER)}
@@ -408,7 +452,7 @@ def plot_trace(data: TraceData, path: str, channel_filter=None, title: str = "",
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import EngFormatter
 
     import numpy as np
 
@@ -424,7 +468,7 @@ def plot_trace(data: TraceData, path: str, channel_filter=None, title: str = "",
     for ax, (source, unit, chs) in zip(axes[:, 0], panels):
         for ch in chs:
             t, v = data.series[ch]
-            prefix = "cpu/" if source == "per-cpu" else source + "/"
+            prefix = {"per-cpu": "cpu/", "load/procs": "load/"}.get(source, source + "/")
             label = ch[len(prefix):] if ch.startswith(prefix) else ch
             if smooth_s:
                 tt, vv = _smoothed(t, v, t0, iv, smooth_s * 1e6)
@@ -435,16 +479,16 @@ def plot_trace(data: TraceData, path: str, channel_filter=None, title: str = "",
                 ax.plot((tt - t0) / 1e6, vv, lw=0.9, drawstyle="steps-post", label=label or ch)
             drawn += 1
         ax.set_ylabel(f"{source}\n[{unit or 'value'}]", fontsize=9)
-        if unit in ("B", "B/s"):
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda x, _p, u=unit: _axis_bytes(x) + ("/s" if u == "B/s" else "")))
+        if unit in ("B", "B/s"):  # decimal SI (kB, MB, GB = 1e9 B, the project's convention) on decimal ticks
+            ax.yaxis.set_major_formatter(EngFormatter(unit=unit, places=None))
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
     axes[-1, 0].set_xlabel("time since start [s]")
-    interval = data.meta.get("interval_s")
+    interval, source = data.interval()
     head = f"sysprof: {title}" if title else "sysprof"
     if interval:
-        head += f"  (interval {format_seconds(interval)})"
+        head += f"  ({'interval' if source == 'metadata' else 'median spacing'} {format_seconds(interval)})"
     if smooth_s:
         head += f", {format_seconds(smooth_s)} moving average"
     fig.suptitle(head, fontsize=10)

@@ -549,3 +549,301 @@ def test_parse_time_and_units():
     assert infer_unit("disk/sda/busy_time_seconds_per_second") == "s/s"
     assert infer_unit("process/cpu_seconds_total") == "s" and infer_unit("load/1m") == ""
     assert infer_unit("gpu/0/power_watts") == "W" and infer_unit("gpu/0/temperature_celsius") == "\u00b0C"
+
+
+# --------------------------------------------------------------------------------------------------
+# QA fixes: bench, exit status on a failed write, output names, ring size, NaN, foreign traces, plots
+# --------------------------------------------------------------------------------------------------
+
+def test_bench_runs_the_checkout_in_the_current_directory(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "sysprof"\n')
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "run.py").write_text("import sys; print('stub', sys.argv[1:]); sys.exit(5)\n")
+    proc = run_cli("bench", "--quick", "-x", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout.strip() == "stub ['--quick', '-x']"
+
+
+def test_bench_without_a_checkout_is_one_line(tmp_path, monkeypatch, capsys):
+    import sysprof.cli as cli
+
+    other = tmp_path / "other"  # another project's benchmarks/run.py is not sysprof's
+    (other / "benchmarks").mkdir(parents=True)
+    (other / "benchmarks" / "run.py").write_text("raise SystemExit('must not run')\n")
+    (other / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    monkeypatch.setattr(cli, "_PACKAGE_PARENT", tmp_path / "site-packages")  # as after `pip install .`
+    monkeypatch.chdir(other)
+    assert cli.main(["bench", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"sysprof: bench needs a source checkout (benchmarks/run.py not found in {other})\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_failed_trace_write_is_exit_1_when_the_command_succeeded():
+    proc = run_cli("record", "-q", "-f", "-o", "/dev/full", "--", "sleep", "0.3")
+    assert proc.returncode == 1
+    assert "No space left on device" in proc.stderr and "the trace is incomplete" in proc.stderr
+    help_text = run_cli("record", "--help").stdout
+    assert "otherwise 1 if the trace could not be written completely" in " ".join(help_text.split())
+
+
+def test_default_output_names_never_collide(tmp_path):
+    # every name of this second and the next few is taken: sysprof must add -1, -2, ... and not overwrite
+    now = time.time()
+    taken = {time.strftime("sysprof-%Y%m%d-%H%M%S.json", time.localtime(now + d)) for d in range(-1, 8)}
+    for name in taken:
+        (tmp_path / name).write_text("precious")
+    procs = [subprocess.Popen(SYSPROF + ["record", "-q", "--", "true"], cwd=tmp_path, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    for p in procs:
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+    names = set(os.listdir(tmp_path))
+    assert all((tmp_path / n).read_text() == "precious" for n in taken)
+    new = names - taken
+    assert len(new) == 3 and all(n.startswith("sysprof-") and n.endswith(".json") for n in new), new
+    assert all(n[:-len(".json")].rsplit("-", 1)[-1] in ("1", "2", "3") for n in new), new
+    for n in new:
+        event(json.loads((tmp_path / n).read_text()), "sysprof stop")
+
+
+def test_ring_capacity_is_about_four_seconds_of_samples(tmp_path):
+    from sysprof.cli import _default_capacity
+
+    assert _default_capacity(1e-3) == 4000 and _default_capacity(1e-4) == 40000
+    assert _default_capacity(0.01) == 1024 and _default_capacity(1.0) == 1024  # at least 1024 rows
+    assert _default_capacity(1e-6) == 65536  # never more than the sampler's old default
+    proc = run_cli("record", "-q", "-o", tmp_path / "a.json", "--cpu", "--interval", "1ms", "--duration", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert event(read_trace(tmp_path / "a.json"), "sysprof start")["args"]["capacity"] == 4000
+    proc = run_cli("record", "-q", "-o", tmp_path / "b.json", "--cpu", "--capacity", "5000", "--duration", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert event(read_trace(tmp_path / "b.json"), "sysprof start")["args"]["capacity"] == 5000
+
+
+def test_output_directory_and_stdout_are_refused(tmp_path):
+    marker = tmp_path / "ran"
+    for extra in ([], ["--force"]):
+        proc = run_cli("record", *extra, "-o", tmp_path, "--", "touch", marker)
+        assert_one_line_error(proc, 2)
+        assert proc.stderr == f"sysprof: output is a directory: {tmp_path}\n"
+    proc = run_cli("record", "-o", "-", "--", "touch", marker, cwd=tmp_path)
+    assert_one_line_error(proc, 2)
+    assert "writing to stdout is not supported" in proc.stderr
+    assert not marker.exists() and not (tmp_path / "-").exists()
+
+
+def test_gzip_suffix_is_case_insensitive(tmp_path):
+    trace = tmp_path / "x.JSON.GZ"
+    proc = run_cli("record", "-q", "-o", trace, "--cpu", "--duration", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    assert trace.read_bytes()[:2] == b"\x1f\x8b"
+    event(json.loads(gzip.decompress(trace.read_bytes())), "sysprof stop")
+    assert run_cli("report", trace).returncode == 0
+
+
+def test_report_channel_filter_without_match_and_smooth_without_plot(known_trace):
+    proc = run_cli("report", known_trace, "-k", "nomatch")
+    assert_one_line_error(proc, 1)
+    assert proc.stderr.startswith("sysprof: no channel matches 'nomatch'")
+    proc = run_cli("report", known_trace, "--smooth", "100ms")
+    assert_one_line_error(proc, 2)
+    assert "--smooth" in proc.stderr and "--plot" in proc.stderr
+
+
+def test_summary_counts_written_samples_not_dropped_ones(tmp_path):
+    trace = tmp_path / "t.json"
+    proc = run_cli("record", "-o", trace, "--cpu", "--capacity", "2", "--interval", "100us", "--duration", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    stop = event(read_trace(trace), "sysprof stop")["args"]
+    taken, dropped, written = stop["stats"]["taken"], stop["stats"]["dropped"], stop["samples_written"]
+    assert dropped > 0 and written == taken - dropped and written < taken / 10
+    assert f": {written:,} samples in " in proc.stderr and f"{dropped:,} dropped" in proc.stderr
+    assert "raise --capacity" in proc.stderr
+
+
+STUBBORN_CHILD = textwrap.dedent("""
+    import signal, sys, time
+    for name in sys.argv[1:]:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    print("ready", flush=True)
+    time.sleep(30)
+""")
+
+
+@pytest.mark.parametrize("ignored, sigints, status, sent", [
+    (["SIGINT"], 2, 128 + signal.SIGTERM, ["SIGINT", "SIGTERM"]),
+    (["SIGINT", "SIGTERM"], 3, 128 + signal.SIGKILL, ["SIGINT", "SIGTERM", "SIGKILL"]),
+])
+def test_repeated_sigint_escalates_to_sigterm_then_sigkill(tmp_path, ignored, sigints, status, sent):
+    trace = tmp_path / "t.json"
+    proc = _start_recorder(trace, sys.executable, "-c", STUBBORN_CHILD, *ignored)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(sigints):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+        proc.wait(timeout=10)
+    finally:
+        _cleanup(proc)
+    assert proc.returncode == status, proc.stderr.read()
+    stop = event(json.loads(trace.read_text()), "sysprof stop")["args"]
+    assert stop["signals"] == ["SIGINT"] * sigints and stop["signals_sent"] == sent
+    assert stop["returncode"] == 128 - status
+
+
+def test_duration_kills_a_command_that_ignores_sigterm(tmp_path):
+    trace = tmp_path / "t.json"
+    t0 = time.monotonic()
+    proc = run_cli("record", "-q", "-o", trace, "--duration", "0.3", "--kill-after", "0.5", "--",
+                   sys.executable, "-c", STUBBORN_CHILD, "SIGTERM", timeout=30)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 128 + signal.SIGKILL, proc.stderr
+    assert 0.8 <= elapsed < 10
+    stop = event(read_trace(trace), "sysprof stop")["args"]
+    assert stop["returncode"] == -signal.SIGKILL and stop["duration_reached"] is True
+    assert stop["signals_sent"] == ["SIGTERM", "SIGKILL"]
+
+
+class _Batch:
+    def __init__(self, t0_ns, rows):
+        import numpy as np
+
+        self.values = np.asarray(rows, dtype=np.float64)
+        self.timestamps_ns = np.arange(len(rows), dtype=np.int64) * 1_000_000 + t0_ns
+
+    def __len__(self):
+        return len(self.values)
+
+
+def test_event_builder_leaves_nan_out_and_marks_where_values_end():
+    from sysprof.cli import EventBuilder
+
+    nan = float("nan")
+    b = EventBuilder(["cpu/percent", "cpu/user_percent", "cpu/0/percent", "cpu/1/percent"], system_pid=1)
+    ev = b.events(_Batch(0, [[nan, nan, nan, 5.0],     # cpu and cpu/0 unknown: no event
+                             [10.0, nan, nan, 5.0],    # cpu known, user_percent still unknown
+                             [10.0, nan, nan, 5.0],    # nothing changed (NaN equals NaN)
+                             [10.0, 2.0, nan, nan]]))  # cpu/1 turns unknown: an empty event ends its 5.0
+    ev += b.events(_Batch(4_000_000, [[10.0, 2.0, nan, nan], [10.0, 2.0, nan, nan]]))
+    got = [(e["ts"], e["name"], e["args"]) for e in ev + b.finish()]
+    assert got == [(0, "cpu/1", {"percent": 5.0}),
+                   (1000, "cpu", {"percent": 10.0}),
+                   (3000, "cpu", {"percent": 10.0, "user_percent": 2.0}),
+                   (3000, "cpu/1", {}),
+                   (5000, "cpu", {"percent": 10.0, "user_percent": 2.0})]  # finish: the last row
+    assert b.rows == 6
+
+
+def test_recorded_counters_have_no_null(tmp_path):
+    trace = tmp_path / "t.json"
+    proc = run_cli("record", "-q", "-o", trace, "--cpu", "--per-cpu", "--memory", "--interval", "2ms",
+                   "--duration", "0.3")
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())
+    counters = [e for e in events if e.get("ph") == "C" and e["name"] != "sysprof"]
+    assert counters and all(v is not None for e in counters for v in e["args"].values())
+    assert any(e["name"] == "cpu/0" for e in counters)
+
+
+def test_report_does_not_hold_a_value_across_an_unknown_period(tmp_path):
+    # cpu/0: 50 for 0.5 s, unknown (an event without the key) for 0.4 s, then 100 for one 0.1 s interval;
+    # memory: a = 1 throughout, b = 4 until an event without b at 0.5 s
+    path = tmp_path / "gap.json"
+    w = ChromeTraceWriter(path)
+    w.write({"name": "sysprof start", "ph": "i", "s": "g", "ts": T0, "pid": 1, "tid": 0,
+             "args": {"interval_s": 0.1, "channels": ["cpu/0/percent", "memory/a", "memory/b"]}})
+    for ts, cpu, mem in [(0, {"percent": 50.0}, {"a": 1.0, "b": 4.0}), (500_000, {}, {"a": 1.0}),
+                         (900_000, {"percent": 100.0}, {"a": 1.0})]:
+        w.write({"name": "cpu/0", "ph": "C", "ts": T0 + ts, "pid": 1, "tid": 0, "args": cpu})
+        w.write({"name": "memory", "ph": "C", "ts": T0 + ts, "pid": 1, "tid": 0, "args": mem})
+    w.write({"name": "sysprof stop", "ph": "i", "s": "g", "ts": T0 + 1_000_000, "pid": 1, "tid": 0,
+             "args": {"stats": {"taken": 10, "dropped": 0}}})
+    w.close()
+    proc = run_cli("report", "--json", "--all", path)
+    assert proc.returncode == 0, proc.stderr
+    ch = json.loads(proc.stdout)["channels"]
+    assert ch["cpu/0/percent"]["mean"] == pytest.approx((50 * 0.5 + 100 * 0.1) / 0.6)  # not (50*.9+100*.1)/1
+    assert ch["cpu/0/percent"]["valid"] == 2 and ch["cpu/0/percent"]["p50"] == 50
+    assert ch["memory/b"]["mean"] == 4 and ch["memory/b"]["valid"] == 1 and ch["memory/b"]["events"] == 3
+    assert ch["memory/a"]["mean"] == 1 and ch["memory/a"]["valid"] == 3
+
+
+@pytest.fixture
+def composer_trace(tmp_path):
+    """A trace in the layout of sysprof.profile() / JSONTraceHandler: no recording metadata, *_gb, kb_*,
+    disk/<dev>/<field> {<field>}, read_time in ms; rows every 10 ms."""
+    path = tmp_path / "composer.json"
+    w = ChromeTraceWriter(path)
+    w.write({"name": "process_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "Rank 0 training loop process"}})
+    for i in range(50):
+        ts = T0 + i * 10_000
+        for name, args in [("cpu", {"cpu_percent": float(i)}),
+                           ("memory/virtual", {"used_gb": 1.5 + i / 100, "available_gb": 20.0}),
+                           ("disk/sda/read_bytes", {"read_bytes": 1e6 * i}),
+                           ("disk/sda/read_time", {"read_time": 3.0 * i}),
+                           ("network/eth0/kb_recv", {"kb_recv": 2.0 * i}),
+                           ("network/eth0/kb_recv_per_second", {"kb_recv_per_second": 200.0})]:
+            w.write({"name": name, "cat": "", "ph": "C", "ts": ts, "pid": 0, "tid": 1, "args": args})
+    w.close()
+    return path
+
+
+def test_report_on_a_composer_layout_trace(composer_trace):
+    proc = run_cli("report", composer_trace)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "not a sysprof record trace: no recording metadata" in out
+    assert "truncated" not in out and "n/an/a" not in out and "median spacing 10 ms" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if "/" in line.split(" ", 1)[0]}
+    assert rows["memory/virtual/used_gb"][1] == "GB" and rows["memory/virtual/available_gb"][1] == "GB"
+    assert rows["disk/sda/read_time"][1] == "ms" and rows["disk/sda/read_bytes"][1] == "B"
+    assert rows["network/eth0/kb_recv"][1] == "kB" and rows["network/eth0/kb_recv_per_second"][1] == "kB/s"
+    assert rows["cpu/cpu_percent"][1] == "%"
+    assert not any(ch.endswith(("read_bytes/read_bytes", "read_time/read_time")) for ch in rows)
+    s = json.loads(run_cli("report", "--json", composer_trace).stdout)
+    assert s["recorded"] is False and s["truncated"] is False
+    assert s["interval_s"] == pytest.approx(0.01) and s["interval_source"] == "median spacing"
+    assert s["samples"] == 50 and s["channels"]["disk/sda/read_time"]["max"] == 147
+
+
+def test_report_on_a_sysprof_profile_trace(tmp_path):
+    import sysprof
+
+    with sysprof.profile(str(tmp_path / "traces"), sys_prof_memory=True, sys_prof_disk=True,
+                         sys_prof_stats_thread_interval_seconds=0.005) as prof:
+        for _ in range(5):
+            time.sleep(0.02)
+            prof.step()
+    proc = run_cli("report", "--all", tmp_path / "traces" / "merged_trace.json")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "no recording metadata" in out and "truncated" not in out
+    assert any(line.split()[:2] == ["memory/virtual/used_gb", "GB"] for line in out.splitlines()), out
+    assert "/read_bytes/read_bytes" not in out
+
+
+def test_plot_uses_decimal_byte_units_and_keeps_task_counts_apart(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sysprof.report import TraceData, _plot_selection, plot_trace
+
+    events = [{"name": "sysprof start", "ph": "i", "ts": T0, "args": {"interval_s": 0.01}}]
+    for i in range(100):
+        ts = T0 + i * 10_000
+        events += [{"name": "memory", "ph": "C", "ts": ts, "args": {"used_bytes": 1e8 + 1e6 * i}},
+                   {"name": "load", "ph": "C", "ts": ts, "args": {"1m": 0.5 + i / 100, "procs_running": i % 3}}]
+    data = TraceData(events)
+    panels = {(src, unit): chs for src, unit, chs in _plot_selection(data, lambda ch: True)}
+    assert panels[("load", "")] == ["load/1m"] and panels[("load/procs", "")] == ["load/procs_running"]
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    assert plot_trace(data, str(tmp_path / "p.png")) == 3
+    fig = figures[-1]
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert labels and all(lab.endswith(" MB") for lab in labels), labels  # 100 MB .. 199 MB, SI
+    assert not any("MiB" in lab for lab in labels)
