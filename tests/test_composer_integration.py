@@ -81,6 +81,7 @@ TRAIN = textwrap.dedent('''
                       callbacks=[sysp, recorder, Busy()], profiler=profiler, progress_bar=False,
                       log_to_console=False, loggers=[])
     trainer.fit()
+    backend = sysp.sampler.backend if sysp.sampler is not None else None
     trainer.close()
     thread_alive = sysp._thread is not None and sysp._thread.is_alive()
     sysp_stats = sysp.stats
@@ -103,6 +104,7 @@ TRAIN = textwrap.dedent('''
 
     json.dump({"composer": composer.__version__, "actions": recorder.actions, "used": recorder.used,
                "isinstance": isinstance(sysp, composer.core.Callback), "thread_alive": thread_alive,
+               "backend": backend,
                "sampler_closed": sysp.sampler is None, "stats": sysp_stats, "composer_files": composer_files, "own_files": own_files},
               open(out + "/result.json", "w"))
 ''') % {"interval": INTERVAL}
@@ -148,6 +150,7 @@ def test_runs_in_real_composer(run):
     _, result = run
     assert result["composer"] == "0.32.1"
     assert result["isinstance"] is True
+    assert result["backend"] == "native"  # the installed extension, not the psutil fallback
     assert result["thread_alive"] is False and result["sampler_closed"] is True
     assert len(result["composer_files"]) == 4  # 2 cycles x 2 epochs
 
