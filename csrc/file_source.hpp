@@ -101,8 +101,13 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
   return bad;
 }
 
-inline std::string malformed(const ProcFile& f, std::string_view line) {
-  return f.path() + ": malformed line skipped: '" + std::string(line) + "'";
+// Writes the message into `err`, reusing its capacity: a line that stays malformed tick after tick
+// costs no allocation.
+inline void malformed(const ProcFile& f, std::string_view line, std::string& err) {
+  err.assign(f.path());
+  err.append(": malformed line skipped: '");
+  err.append(line);
+  err.append("'");
 }
 
 }  // namespace sysprof

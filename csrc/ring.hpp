@@ -59,16 +59,15 @@ class Ring {
     return n;
   }
 
-  // One consistent snapshot: taken == drained + dropped + buffered holds by construction.
+  // One consistent snapshot of the ring's accounting.
   struct Counts {
-    uint64_t taken, drained, dropped, buffered;
+    uint64_t drained, dropped, buffered;
   };
   Counts counts() const {
     uint64_t t = tail_.load(std::memory_order_acquire);
     uint64_t d = dropped_.load(std::memory_order_acquire);
     uint64_t h = head_.load(std::memory_order_acquire);
-    // A row dropped between the loads of d and h cannot be pushed, so h + d never over-counts.
-    return Counts{h + d, t, d, h - t};
+    return Counts{t, d, h - t};
   }
 
  private:

@@ -9,9 +9,12 @@
 
 namespace sysprof {
 
-void ErrorLog::set(const char* source, const std::string& msg) {
-  std::lock_guard<std::mutex> g(mu_);
-  errors_[source] = msg;
+void ErrorLog::set(const char* source, const std::string& msg) noexcept {
+  try {
+    std::lock_guard<std::mutex> g(mu_);
+    errors_[source] = msg;
+  } catch (...) {  // out of memory for a message: losing the message beats losing the sampler
+  }
 }
 
 std::map<std::string, std::string> ErrorLog::snapshot() const {
@@ -169,12 +172,26 @@ void Sampler::start() {
     core_->done = false;
   }
   std::shared_ptr<Core> core = core_;
-  thread_ = std::thread([core] {
-    run(*core);
-    std::lock_guard<std::mutex> g(core->mu);
-    core->done = true;
-    core->done_cv.notify_all();
-  });
+  try {
+    thread_ = std::thread([core] {
+      // An exception must not escape a thread (std::terminate would end the host process), and
+      // `done` must be set whatever happens so that stop() and a later start() work.
+      try {
+        run(*core);
+      } catch (const std::exception& e) {
+        core->log.set("sampler", std::string("sampling thread stopped: ") + e.what());
+      } catch (...) {
+        core->log.set("sampler", "sampling thread stopped by an unknown exception");
+      }
+      std::lock_guard<std::mutex> g(core->mu);
+      core->done = true;
+      core->done_cv.notify_all();
+    });
+  } catch (...) {  // no thread (e.g. EAGAIN): undo, so the next start() is not refused
+    std::lock_guard<std::mutex> g(core_->mu);
+    core_->done = true;
+    throw;
+  }
 }
 
 void Sampler::stop() {
@@ -214,7 +231,10 @@ int64_t Sampler::sample_now(double* row) {
 Sampler::Stats Sampler::stats() const {
   const Core& c = *core_;
   Ring::Counts n = c.ring.counts();
-  return Stats{n.taken,
+  // taken counts the thread's samples, independently of the ring's own accounting, so that
+  // taken == drained + dropped + buffered is a real check (exact once stopped; while running a row
+  // can be in the ring a moment before its sample is counted).
+  return Stats{c.cost.count(),
                n.dropped,
                n.drained,
                n.buffered,

@@ -18,7 +18,7 @@ namespace sysprof {
 // Records the latest message per source; written on error paths only.
 class ErrorLog {
  public:
-  void set(const char* source, const std::string& msg);
+  void set(const char* source, const std::string& msg) noexcept;
   std::map<std::string, std::string> snapshot() const;
 
  private:

@@ -106,6 +106,42 @@ inline int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
 
 inline double rate(uint64_t delta, double dt_s) { return dt_s > 0 ? double(delta) / dt_s : kNaN; }
 
+// Per-second rate of a cumulative time counter that the kernel advances in scheduler-tick steps
+// (process and cgroup CPU time, PSI stall time): taken over the trailing kWindowNs, or the last
+// interval when that is longer, so those steps do not read as 0 % then 1000 % at millisecond
+// intervals. NaN until the history spans the window. Fixed storage: no allocation.
+class TrailingRate {
+ public:
+  static constexpr int64_t kWindowNs = 20000000;
+  double update(int64_t mono_ns, int64_t value) {
+    const Reading* then = nullptr;
+    for (size_t k = 0; k < n_; ++k) {
+      const Reading& r = hist_[(head_ + kHist - 1 - k) % kHist];
+      if (mono_ns - r.mono_ns >= kWindowNs) {
+        then = &r;
+        break;
+      }
+    }
+    if (!then && n_ == kHist) then = &hist_[head_];  // history shorter than the window: use it all
+    double out = kNaN;
+    if (then && mono_ns > then->mono_ns)
+      out = double(value >= then->value ? value - then->value : 0) * 1e9 / double(mono_ns - then->mono_ns);
+    hist_[head_] = Reading{mono_ns, value};
+    head_ = (head_ + 1) % kHist;
+    if (n_ < kHist) ++n_;
+    return out;
+  }
+  void reset() { n_ = 0; }
+
+ private:
+  struct Reading {
+    int64_t mono_ns = 0, value = 0;
+  };
+  static constexpr size_t kHist = 256;  // spans the window down to ~80 us intervals
+  Reading hist_[kHist];
+  size_t head_ = 0, n_ = 0;
+};
+
 inline void fill_nan(double* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = kNaN;
 }

@@ -104,7 +104,7 @@ class MemoryStat final : public CgroupFile {
     uint64_t v[2];
     std::string_view bad;
     unsigned found = parse_flat_keyed(file_, kKeys, v, bad);
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     if (!found) {
       if (bad.empty()) err = file_.path() + ": no anon/file lines";
       return false;
@@ -148,22 +148,19 @@ class CpuStat final : public CgroupFile {
     uint64_t v[6];
     std::string_view bad;
     unsigned found = parse_flat_keyed(file_, kKeys, v, bad);
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     if (!(found & 1u)) {
       if (bad.empty()) err = file_.path() + ": no usage_usec";
       return false;
     }
-    bool had_baseline = usage_.valid;
-    uint64_t d = usage_.update(v[0]);
-    double dt = double(mono_ns - last_ns_) * 1e-9;
-    last_ns_ = mono_ns;
+    double usage_rate = usage_.update(mono_ns, int64_t(v[0]));  // µs of CPU per s
     if (!out) return true;
     // µs / 1e6 rather than * 1e-6: the double nearest the exact seconds, as the file's reader computes it
     auto get = [&](int i, double div) { return (found >> i) & 1u ? double(v[i]) / div : kNaN; };
     out[0] = get(0, 1e6);
     out[1] = get(1, 1e6);
     out[2] = get(2, 1e6);
-    out[3] = had_baseline ? 100.0 * rate(d, dt) / 1e6 : kNaN;  // percent of one core
+    out[3] = usage_rate / 1e4;  // percent of one core; usage_usec advances at the scheduler tick
     if (throttling_) {
       out[4] = get(5, 1e6);
       out[5] = get(4, 1.0);
@@ -174,8 +171,7 @@ class CpuStat final : public CgroupFile {
 
  private:
   bool throttling_;
-  Total64 usage_;
-  int64_t last_ns_ = 0;
+  TrailingRate usage_;
 };
 
 // cpu.max: "$MAX $PERIOD" in microseconds; the limit in cores is MAX/PERIOD, +inf for "max".
@@ -234,7 +230,7 @@ class IoStat final : public CgroupFile {
       }
       sum[0] += v[0], sum[1] += v[1];
     }
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     bool had_baseline = bytes_[0].valid;
     double dt = double(mono_ns - last_ns_) * 1e-9;
     last_ns_ = mono_ns;

@@ -175,7 +175,7 @@ class CpuSource final : public FileSource {
     }
     for (size_t k = 0; k < per_.size(); ++k)
       if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     if (!have_aggregate) {
       if (bad.empty()) err = file_.path() + ": no aggregate 'cpu' line";
       return false;

@@ -78,7 +78,7 @@ class DiskstatsSource final : public FileSource {
       if (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0) continue;
       disks_.push_back(CounterDevice<kCounters>{name, {}, 0, false});
     }
-    if (!bad.empty()) warning = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, warning);
     if (good == 0 && !bad.empty()) return false;
     if (!have_sys) warning += (warning.empty() ? "" : "; ") + block + " unreadable: partitions are not filtered out";
     return true;
@@ -121,7 +121,7 @@ class DiskstatsSource final : public FileSource {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);
     };
     std::string_view bad = scan_counter_devices<kCounters, Line>(file_, disks_, mono_ns, parse_line, fill, gone);
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 

@@ -86,7 +86,7 @@ class MeminfoSource final : public FileSource {
     out[9] = st;
     out[10] = st > sf ? st - sf : (st == st && sf == sf ? 0.0 : kNaN);
     out[11] = sf;
-    if (bad) err = malformed(file_, std::string_view(bad, size_t(bad_end - bad)));
+    if (bad) malformed(file_, std::string_view(bad, size_t(bad_end - bad)), err);
     return true;
   }
 };

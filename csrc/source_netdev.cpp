@@ -58,7 +58,7 @@ class NetdevSource final : public FileSource {
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
       if (r > 0) nics_.push_back(CounterDevice<kCounters>{std::string(l.name), {}, 0, false});
     }
-    if (!bad.empty()) warning = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, warning);
     return !(nics_.empty() && !bad.empty());
   }
 
@@ -88,7 +88,7 @@ class NetdevSource final : public FileSource {
       if (out) fill_nan(out + k * kPerNic, kPerNic);
     };
     std::string_view bad = scan_counter_devices<kCounters, Line>(file_, nics_, mono_ns, parse_line, fill, gone);
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 

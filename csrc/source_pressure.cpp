@@ -78,19 +78,19 @@ class PsiFile final : public FileSource {
       }
       seen[k] = true;
       double* o = out + size_t(k) * kPerKind;
-      bool had_baseline = total_[k].valid;
-      uint64_t d = total_[k].update(l.total_us);
+      // Stall time accrues in scheduler-tick steps: rate over a trailing window, a share of wall
+      // time and so at most 1.
+      double share = total_[k].update(mono_ns, int64_t(l.total_us)) / 1e6;
       o[0] = l.avg[0], o[1] = l.avg[1], o[2] = l.avg[2];
       o[3] = double(l.total_us) / 1e6;  // the double nearest the exact seconds
-      o[4] = had_baseline ? rate(d, double(mono_ns - last_ns_[k]) * 1e-9) / 1e6 : kNaN;
-      last_ns_[k] = mono_ns;
+      o[4] = share > 1.0 ? 1.0 : share;
     }
     for (int k = 0; k < 2; ++k)
       if (!seen[k]) {  // no full line for cpu before 5.13
-        total_[k].valid = false;
+        total_[k].reset();
         fill_nan(out + size_t(k) * kPerKind, kPerKind);
       }
-    if (!bad.empty()) err = malformed(file_, bad);
+    if (!bad.empty()) malformed(file_, bad, err);
     if (!seen[0]) {
       if (bad.empty()) err = file_.path() + ": no 'some' line";
       return false;
@@ -100,8 +100,7 @@ class PsiFile final : public FileSource {
 
  private:
   const char* resource_;
-  Total64 total_[2];
-  int64_t last_ns_[2] = {0, 0};
+  TrailingRate total_[2];
   bool parsed_ = false;
 };
 

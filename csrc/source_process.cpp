@@ -57,8 +57,8 @@ class ProcessSource final : public FileSource {
   }
 
   // On the live /proc, CPU time comes from the process's CPU-time clock (nanoseconds, summed over
-  // its threads by the kernel) instead of stat's utime+stime, which advance in whole USER_HZ ticks:
-  // at millisecond intervals those read 0 % or 1000 %. Fixture trees use the ticks.
+  // its threads by the kernel) instead of stat's utime+stime, which advance in whole USER_HZ ticks.
+  // Fixture trees use the ticks.
   bool discover(const Config& cfg, std::string&) override {
     use_clock_ = cfg.proc_root == "/proc" &&
                  (cfg.pid < 0 ? (clock_ = CLOCK_PROCESS_CPUTIME_ID, true)
@@ -89,51 +89,24 @@ class ProcessSource final : public FileSource {
     if (clock_ok) mono_ns = mono_now_ns();
     int64_t cpu_ns = clock_ok ? int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec
                               : int64_t(double(s.utime + s.stime) * 1e9 / tick_hz_);
-    // A zombie (exited, not yet reaped) or dead process has no memory or threads left: NaN, not 0.
-    bool gone = s.state == 'Z' || s.state == 'X' || s.state == 'x';
+    // An exiting process drops its memory map before it turns zombie (vsize 0; only kernel threads
+    // have none otherwise): its memory and CPU read NaN then, never 0.
+    bool gone = s.state == 'Z' || s.state == 'X' || s.state == 'x' || s.vsize == 0;
+    double cpu_rate = cpu_.update(mono_ns, cpu_ns);  // ns of CPU per s
     if (out) {
-      // The kernel adds the CPU time of threads running on other CPUs at its scheduler tick
-      // (1-10 ms), so with the clock the percent is taken over the trailing kWindowNs; ticks
-      // (fixtures) use the plain interval.
-      // NaN until the history spans the window: a shorter one would show those jumps.
-      Reading then = prev_;
-      if (clock_ok) {
-        then = Reading{};
-        for (size_t k = 0; k < hist_n_; ++k) {
-          const Reading& r = hist_[(hist_head_ + kHist - 1 - k) % kHist];
-          if (mono_ns - r.mono_ns >= kWindowNs) {
-            then = r;
-            break;
-          }
-        }
-        if (!then.mono_ns && hist_n_ == kHist) then = hist_[hist_head_];  // ring shorter than the window
-      }
-      double dt = double(mono_ns - then.mono_ns);
-      int64_t d = cpu_ns >= then.cpu_ns ? cpu_ns - then.cpu_ns : 0;
       out[0] = gone ? kNaN : double(s.rss) * page_bytes_;
       out[1] = gone ? kNaN : double(s.vsize);
-      out[2] = !gone && dt > 0 && then.mono_ns ? 100.0 * double(d) / dt : kNaN;
+      out[2] = gone ? kNaN : cpu_rate / 1e7;  // percent of one core
       out[3] = clock_ok ? double(cpu_ns) / 1e9 : double(s.utime + s.stime) / tick_hz_;
-      out[4] = gone ? kNaN : double(s.num_threads);
+      out[4] = double(s.num_threads);
     }
-    prev_ = Reading{mono_ns, cpu_ns};
-    hist_[hist_head_] = prev_;
-    hist_head_ = (hist_head_ + 1) % kHist;
-    if (hist_n_ < kHist) ++hist_n_;
     return true;
   }
 
  private:
   bool use_clock_ = false;
   clockid_t clock_ = CLOCK_PROCESS_CPUTIME_ID;
-  struct Reading {
-    int64_t mono_ns = 0, cpu_ns = 0;
-  };
-  static constexpr int64_t kWindowNs = 20000000;
-  static constexpr size_t kHist = 256;  // covers the window down to ~80 us intervals
-  Reading prev_;
-  Reading hist_[kHist];
-  size_t hist_head_ = 0, hist_n_ = 0;
+  TrailingRate cpu_;
   double tick_hz_ = double(sysconf(_SC_CLK_TCK));
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };

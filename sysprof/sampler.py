@@ -24,6 +24,7 @@ except ImportError as exc:  # extension not built, or built for another platform
 __all__ = ["Batch", "Sampler", "native_available"]
 
 BACKENDS = ("auto", "native", "psutil")
+MIN_INTERVAL_S = 1e-6  # below this the thread would only spin and count missed deadlines
 MAX_INTERVAL_S = 86400.0  # one day
 MAX_CAPACITY = 1 << 31  # rows
 
@@ -104,7 +105,7 @@ class Sampler:
         gpu: GPU channels (``gpu/<index>/...``), where supported.
 
     Raises:
-        ValueError: naming the argument, for an interval outside (0 s, 1 day], a capacity outside
+        ValueError: naming the argument, for an interval outside [1 µs, 1 day], a capacity outside
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
             unavailable, a pid without process or cgroup, or a custom proc_root with psutil.
 
@@ -117,8 +118,9 @@ class Sampler:
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  gpu: bool = False, pressure: bool = False, cgroup: bool = False) -> None:
         if (isinstance(interval, bool) or not isinstance(interval, (int, float))
-                or not 0 < interval <= MAX_INTERVAL_S):
-            raise ValueError(f"interval must be a number of seconds in (0, {MAX_INTERVAL_S:g}], got {interval!r}")
+                or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
+            raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
+                             f"got {interval!r}")
         if isinstance(capacity, bool) or not isinstance(capacity, int) or not 2 <= capacity <= MAX_CAPACITY:
             raise ValueError(f"capacity must be an integer in [2, {MAX_CAPACITY}], got {capacity!r}")
         if backend not in BACKENDS:
