@@ -98,7 +98,7 @@ class ProcessSource final : public FileSource {
       out[1] = gone ? kNaN : double(s.vsize);
       out[2] = gone ? kNaN : cpu_rate / 1e7;  // percent of one core
       out[3] = clock_ok ? double(cpu_ns) / 1e9 : double(s.utime + s.stime) / tick_hz_;
-      out[4] = double(s.num_threads);
+      out[4] = gone ? kNaN : double(s.num_threads);
     }
     return true;
   }

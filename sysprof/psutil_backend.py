@@ -2,48 +2,114 @@
 
 Used where the extension is missing or /proc is absent (macOS, Windows, BSD). It holds the GIL
 while it samples, so it is slower and interferes with the main thread; it exists for portability.
-Values psutil does not provide on a platform are NaN.
+Values psutil does not provide on a platform are NaN. The rules are the native ones (README,
+csrc/source.hpp): ``Counter`` for kernel counters, ``TrailingRate`` for tick-stepped CPU time,
+``_Ticks`` for /proc/stat percents, and ``PsutilSampler._run`` mirrors ``Sampler::run``.
 """
 from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections import deque
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import psutil
 
 NAN = math.nan
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-DISK_FIELDS = ("read_bytes", "write_bytes", "read_count", "write_count", "busy_time_seconds",
-               "read_time_seconds", "write_time_seconds")
+# psutil reports Linux's 512-byte sectors as bytes; the counter (and its 32-bit wrap) is in sectors.
+SECTOR = 512 if sys.platform.startswith("linux") else 1
+# (channel field, psutil attribute, psutil units per kernel unit, channel units per kernel unit)
+DISK_FIELDS = (("read_bytes", "read_bytes", SECTOR, SECTOR), ("write_bytes", "write_bytes", SECTOR, SECTOR),
+               ("read_count", "read_count", 1, 1), ("write_count", "write_count", 1, 1),
+               ("busy_time_seconds", "busy_time", 1, 1e-3), ("read_time_seconds", "read_time", 1, 1e-3),
+               ("write_time_seconds", "write_time", 1, 1e-3))
 DISK_RATES = ("read_bytes", "write_bytes", "read_count", "write_count", "busy_time_seconds")
-NET_FIELDS = ("bytes_recv", "bytes_sent", "packets_recv", "packets_sent", "errors_in", "errors_out",
-              "drops_in", "drops_out")
+NET_FIELDS = (("bytes_recv", "bytes_recv", 1, 1), ("bytes_sent", "bytes_sent", 1, 1),
+              ("packets_recv", "packets_recv", 1, 1), ("packets_sent", "packets_sent", 1, 1),
+              ("errors_in", "errin", 1, 1), ("errors_out", "errout", 1, 1),
+              ("drops_in", "dropin", 1, 1), ("drops_out", "dropout", 1, 1))
 NET_RATES = ("bytes_recv", "bytes_sent", "packets_recv", "packets_sent")
+# Utilisation: io_ticks advance in whole jiffies, so a short window can over-count; capped at 1.
+RATE_CAPS = {"busy_time_seconds": 1.0}
 MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_bytes",
                    "memory/free_bytes", "memory/buffers_bytes", "memory/cached_bytes",
                    "memory/dirty_bytes", "memory/writeback_bytes", "memory/used_percent",
                    "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
 
 
+class Counter:
+    """A monotonically increasing kernel counter, as csrc/source.hpp's ``Counter``: a decrease from
+    below 2**32 is a 32-bit wrap and is unwrapped (the total stays monotonic); any other decrease is
+    a reset and gives a delta of 0."""
+
+    WRAP = 1 << 32
+
+    def __init__(self) -> None:
+        self.prev: Optional[int] = None  # None: no baseline (first read, or the device went away)
+        self.offset = 0  # added by unwrapping
+
+    def update(self, raw: int) -> int:
+        """The delta since the previous update (0 on the first one)."""
+        prev, self.prev = self.prev, raw
+        if prev is None:
+            return 0
+        if raw >= prev:
+            return raw - prev
+        if prev < self.WRAP:
+            self.offset += self.WRAP
+            return raw + self.WRAP - prev
+        return 0
+
+    @property
+    def total(self) -> int:
+        return self.prev + self.offset
+
+
+class TrailingRate:
+    """Per-second rate of a cumulative time counter that advances in scheduler-tick steps, as
+    csrc/source.hpp's ``TrailingRate``: over the trailing ``WINDOW_NS`` (or the last interval when
+    that is longer), NaN until the history spans the window."""
+
+    WINDOW_NS = 20_000_000
+    HIST = 256  # spans the window down to ~80 us intervals
+
+    def __init__(self) -> None:
+        self.hist: deque = deque(maxlen=self.HIST)  # (mono_ns, value), oldest first
+
+    def update(self, mono_ns: int, value: int) -> float:
+        then = next((r for r in reversed(self.hist) if mono_ns - r[0] >= self.WINDOW_NS), None)
+        if then is None and len(self.hist) == self.HIST:
+            then = self.hist[0]  # history shorter than the window: use it all
+        out = NAN
+        if then is not None and mono_ns > then[0]:
+            out = max(0, value - then[1]) * 1e9 / (mono_ns - then[0])
+        self.hist.append((mono_ns, value))
+        return out
+
+
 class _Ticks:
-    """Percent from tick deltas, held while no tick elapses (same rule as the native cpu source)."""
+    """/proc/stat percents from tick deltas, as csrc/source_cpu.cpp's ``TickState``: a field that goes
+    backwards contributes 0 and is re-based; with no tick elapsed the previous percents are repeated;
+    NaN before the first."""
 
     def __init__(self) -> None:
         self.prev: Optional[List[float]] = None
         self.last = [NAN] * (len(CPU_MODES) + 1)
 
     def update(self, now: Optional[Sequence[float]]) -> List[float]:
-        if now is None:  # offline
+        if now is None:  # offline: re-prime when it comes back
             self.prev, self.last = None, [NAN] * (len(CPU_MODES) + 1)
             return self.last
         if self.prev is None:
             self.prev = list(now)
             return self.last
-        d = [max(0.0, n - p) for n, p in zip(now, self.prev)]
+        d = [n - p if n >= p else 0.0 for n, p in zip(now, self.prev)]
+        self.prev = [min(n, p) for n, p in zip(now, self.prev)]  # re-base backwards fields
         total = sum(d)
         if total > 0:
             busy = total - d[3] - d[4]
@@ -56,41 +122,36 @@ def _cpu_tuple(t) -> List[float]:
     return [float(getattr(t, m, 0.0)) for m in CPU_MODES]
 
 
-class _Counters:
-    """Totals and per-second rates of named counters per device, from psutil's nowrap counters."""
+class _CounterDevice:
+    """Totals and per-second rates of one device's counters (native ``CounterDevice``)."""
 
-    def __init__(self, fields: Sequence[str], rates: Sequence[str]) -> None:
-        self.fields, self.rates = tuple(fields), tuple(rates)
-        self.prev: Dict[str, Tuple[float, Dict[str, float]]] = {}
+    def __init__(self, fields: Sequence[Tuple[str, str, int, float]], rates: Sequence[str]) -> None:
+        self.fields, self.rates = fields, [i for i, f in enumerate(fields) if f[0] in rates]
+        self.counters = [Counter() for _ in fields]
+        self.last_ns: Optional[int] = None
 
-    def row(self, dev: str, now: Optional[Dict[str, float]], t: float) -> List[float]:
-        if now is None:
-            self.prev.pop(dev, None)
+    def row(self, now, t_ns: int) -> List[float]:
+        if now is None:  # gone: re-primed when it returns
+            self.last_ns = None
+            for c in self.counters:
+                c.prev = None
             return [NAN] * (len(self.fields) + len(self.rates))
-        out = [now[f] for f in self.fields]
-        prev = self.prev.get(dev)
-        for f in self.rates:
-            if prev is None or t <= prev[0]:
-                out.append(NAN)
-            else:
-                out.append(max(0.0, now[f] - prev[1][f]) / (t - prev[0]))
-        self.prev[dev] = (t, now)
+        dt = (t_ns - self.last_ns) / 1e9 if self.last_ns is not None else 0.0
+        self.last_ns = t_ns
+        totals, deltas = [], []
+        for (name, attr, div, scale), c in zip(self.fields, self.counters):
+            raw = getattr(now, attr, None)
+            if raw is None:  # not provided on this platform
+                totals.append(NAN)
+                deltas.append(NAN)
+                continue
+            deltas.append(c.update(int(raw) // div) * scale)
+            totals.append(c.total * scale)
+        out = totals
+        for i in self.rates:
+            r = deltas[i] / dt if dt > 0 else NAN
+            out.append(min(r, RATE_CAPS.get(self.fields[i][0], math.inf)))
         return out
-
-
-def _disk_values(d) -> Dict[str, float]:
-    ms = lambda name: getattr(d, name) / 1000.0 if hasattr(d, name) else NAN  # noqa: E731
-    return {"read_bytes": float(d.read_bytes), "write_bytes": float(d.write_bytes),
-            "read_count": float(d.read_count), "write_count": float(d.write_count),
-            "busy_time_seconds": ms("busy_time"), "read_time_seconds": ms("read_time"),
-            "write_time_seconds": ms("write_time")}
-
-
-def _net_values(n) -> Dict[str, float]:
-    return {"bytes_recv": float(n.bytes_recv), "bytes_sent": float(n.bytes_sent),
-            "packets_recv": float(n.packets_recv), "packets_sent": float(n.packets_sent),
-            "errors_in": float(n.errin), "errors_out": float(n.errout),
-            "drops_in": float(n.dropin), "drops_out": float(n.dropout)}
 
 
 class PsutilSampler:
@@ -139,14 +200,14 @@ class PsutilSampler:
                 continue
             try:
                 names, fn = build()
-                fn(time.monotonic())  # primes baselines and proves the source works here
+                fn(time.monotonic_ns())  # primes baselines and proves the source works here
             except Exception as exc:  # noqa: BLE001 - any failure disables this source only
                 self.errors[name] = f"psutil: {type(exc).__name__}: {exc}"
                 continue
             readers.append((name, names, fn))
         return readers
 
-    # -- sources ------------------------------------------------------------------------------
+    # -- sources: each returns (channel names, read(mono_ns) -> values) --------------------------
     def _cpu(self, per_cpu: bool):
         names = ["cpu/percent"] + [f"cpu/{m}_percent" for m in CPU_MODES]
         total = _Ticks()
@@ -154,7 +215,7 @@ class PsutilSampler:
         per = [_Ticks() for _ in range(n)]
         names += [f"cpu/{i}/percent" for i in range(n)]
 
-        def read(_t: float) -> List[float]:
+        def read(_t: int) -> List[float]:
             out = list(total.update(_cpu_tuple(psutil.cpu_times())))
             if n:
                 times = psutil.cpu_times(percpu=True)
@@ -164,7 +225,7 @@ class PsutilSampler:
         return names, read
 
     def _memory(self):
-        def read(_t: float) -> List[float]:
+        def read(_t: int) -> List[float]:
             vm, sw = psutil.virtual_memory(), psutil.swap_memory()
             used = max(0.0, float(vm.total - vm.available))
             return [float(vm.total), float(vm.available), used, float(vm.free),
@@ -178,58 +239,72 @@ class PsutilSampler:
         # Whole disks only, as the native source: names listed in /sys/block (where there is one).
         keep = ((lambda d: os.path.exists(os.path.join(block, d.replace("/", "!"))))
                 if os.path.isdir(block) else (lambda d: True))
-        return self._devices("disk", lambda: psutil.disk_io_counters(perdisk=True, nowrap=True),
-                             keep, _Counters(DISK_FIELDS, DISK_RATES), _disk_values)
+        return self._devices("disk", lambda: psutil.disk_io_counters(perdisk=True, nowrap=False),
+                             keep, DISK_FIELDS, DISK_RATES)
 
     def _net(self):
-        return self._devices("net", lambda: psutil.net_io_counters(pernic=True, nowrap=True),
-                             lambda n: True, _Counters(NET_FIELDS, NET_RATES), _net_values)
+        return self._devices("net", lambda: psutil.net_io_counters(pernic=True, nowrap=False),
+                             lambda n: True, NET_FIELDS, NET_RATES)
 
     @staticmethod
-    def _devices(kind: str, read_all, keep, counters: "_Counters", values):
-        """Per-device counters in the kernel's listing order (psutil keeps it), as the native source."""
-        devices = [d for d in (read_all() or {}) if keep(d)]
-        fields = counters.fields + tuple(r + "_per_second" for r in counters.rates)
-        names = [f"{kind}/{d}/{f}" for d in devices for f in fields]
+    def _devices(kind: str, read_all, keep, fields, rates):
+        """Per-device raw counters (``Counter`` rules) in the kernel's listing order (psutil keeps it)."""
+        state = {d: _CounterDevice(fields, rates) for d in (read_all() or {}) if keep(d)}
+        names = [f"{kind}/{d}/{f}" for d in state
+                 for f in [f[0] for f in fields] + [r + "_per_second" for r in rates]]
 
-        def read(t: float) -> List[float]:
+        def read(t: int) -> List[float]:
             now = read_all() or {}
             out: List[float] = []
-            for d in devices:
-                out += counters.row(d, values(now[d]) if d in now else None, t)
+            for d, dev in state.items():
+                out += dev.row(now.get(d), t)
             return out
         return names, read
 
     def _load(self):
-        def read(_t: float) -> List[float]:
+        def read(_t: int) -> List[float]:
             one, five, fifteen = psutil.getloadavg()
             return [one, five, fifteen, NAN, NAN]
         return ["load/1m", "load/5m", "load/15m", "load/procs_running", "load/procs_total"], read
 
     def _process(self, pid: Optional[int]):
         proc = psutil.Process(pid)
-        state = {"t": None, "cpu": None}
+        # This process: its CPU-time clock (ns over all threads), as the native source on the live
+        # /proc; another one: psutil's utime+stime, whole ticks, which TrailingRate smooths.
+        own = pid is None or pid == os.getpid()
+        rate = TrailingRate()
 
-        def read(t: float) -> List[float]:
-            with proc.oneshot():
-                mem, ct, threads = proc.memory_info(), proc.cpu_times(), proc.num_threads()
-            cpu = ct.user + ct.system
-            pct = NAN
-            if state["t"] is not None and t > state["t"]:
-                pct = 100.0 * max(0.0, cpu - state["cpu"]) / (t - state["t"])
-            state["t"], state["cpu"] = t, cpu
-            return [float(mem.rss), float(mem.vms), pct, cpu, float(threads)]
+        def read(_t: int) -> List[float]:
+            try:
+                with proc.oneshot():
+                    mem, threads = proc.memory_info(), proc.num_threads()
+                gone = mem.vms == 0  # exiting: the memory map is dropped before it turns zombie
+            except psutil.NoSuchProcess:  # ZombieProcess included
+                gone = True
+            if own:
+                cpu_ns = time.process_time_ns()
+            else:
+                try:  # a reaped process raises NoSuchProcess: the row reads NaN, named in errors
+                    ct = proc.cpu_times()
+                    cpu_ns = round((ct.user + ct.system) * 1e9)
+                except psutil.ZombieProcess:
+                    cpu_ns = None
+            if cpu_ns is None:
+                return [NAN] * 5
+            pct = rate.update(time.monotonic_ns(), cpu_ns) / 1e7  # paired with the CPU reading
+            if gone:
+                return [NAN, NAN, NAN, cpu_ns / 1e9, NAN]
+            return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
         return ["process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
                 "process/cpu_seconds_total", "process/num_threads"], read
 
     def _gpu(self):
         from .gpu_pynvml import open_gpu
         self._gpu_state, names, read = open_gpu(self._gpu_state)
-        return list(names), read
+        return list(names), lambda t: read(t / 1e9)  # gpu_pynvml takes seconds
 
     # -- sampling -----------------------------------------------------------------------------
-    def _row(self, readers) -> np.ndarray:
-        t = time.monotonic()
+    def _row(self, readers, t: int) -> np.ndarray:
         out: List[float] = []
         for name, names, fn in readers:
             try:
@@ -255,13 +330,18 @@ class PsutilSampler:
             self._thread = None
 
     def _run(self) -> None:
-        interval_ns = int(self.interval * 1e9)
-        self._row(self._readers)  # re-prime
-        next_ns = time.monotonic_ns() + interval_ns
-        while not self._stop.wait(max(0.0, (next_ns - time.monotonic_ns()) / 1e9)):
+        """csrc/sampler.cpp's ``Sampler::run``: a row at start (rates since construction or the
+        previous stop), rows on absolute deadlines (a missed one is skipped and counted, never made
+        up), and a last row at stop unless one was taken within min(interval / 2, 1 ms)."""
+        interval = max(1, int(round(self.interval * 1e9)))
+        next_ns, last = time.monotonic_ns(), None
+        while True:
+            stopping = self._stop.wait(max(0.0, (next_ns - time.monotonic_ns()) / 1e9))
             t0 = time.monotonic_ns()
+            if stopping and last is not None and t0 - last < min(interval // 2, 1_000_000):
+                break  # a row just taken
             wall = time.time_ns()
-            row = self._row(self._readers)
+            row = self._row(self._readers, t0)
             with self._lock:
                 if self._head - self._tail >= self._capacity:
                     self._dropped += 1
@@ -273,15 +353,18 @@ class PsutilSampler:
             self._costs.append(t1 - t0)
             if len(self._costs) > 100000:
                 del self._costs[:50000]
-            next_ns += interval_ns
-            if t1 >= next_ns:
-                skipped = (t1 - next_ns) // interval_ns + 1
+            last = t0
+            if stopping:
+                break
+            next_ns += interval
+            if t1 >= next_ns:  # overran: skip the passed deadlines, no burst
+                skipped = (t1 - next_ns) // interval + 1
                 self._missed += skipped
-                next_ns += skipped * interval_ns
+                next_ns += skipped * interval
 
     def sample(self) -> Tuple[int, np.ndarray]:
         wall = time.time_ns()
-        return wall, self._row(self._sync)
+        return wall, self._row(self._sync, time.monotonic_ns())
 
     def drain(self, max_rows: int) -> Tuple[np.ndarray, np.ndarray]:
         with self._lock:
