@@ -5,8 +5,10 @@ newline ``]`` newline. A ``.gz`` suffix (any case: ``.json.GZ`` too) means gzip 
 be missing, so a file cut short by a crash is still a trace: :func:`read_trace` accepts it (dropping a partial last
 event) and :func:`repair_trace` rewrites it as strict JSON.
 
-Event objects are written with the standard library's ``json`` (ASCII output); float NaN and +/-inf, which strict
-JSON cannot represent, are written as ``null``.
+Event objects are written with the standard library's ``json`` (ASCII output). Strict JSON cannot represent float
+NaN and +/-inf: in the args of a counter event (``"ph": "C"``) such a key is left out (:func:`counter_args`, the one
+finiteness rule of every sysprof writer: a reader takes a missing key as unknown); anywhere else it is written as
+``null``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,23 @@ import tempfile
 import zlib
 from typing import Any, Iterable, Union
 
-__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "is_gzip_path"]
+__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
 _DECODER = json.JSONDecoder()
+_INF = float("inf")
+
+
+def counter_args(keys: Iterable[str], values: Iterable[Any]) -> dict:
+    """``{key: value}`` for a counter event, leaving out NaN and +/-inf (unknown: not a number JSON can hold).
+
+    The one finiteness rule for counter values, used by every writer (``sysprof record``, ``JSONTraceHandler``,
+    :func:`encode_event`). An empty result means the event has nothing to say; callers skip such an event (except
+    ``sysprof record``'s one empty event where a group turns all-unknown).
+    """
+    return {k: v for k, v in zip(keys, values) if v == v and v != _INF and v != -_INF}
 
 
 def _finite(obj: Any) -> Any:
@@ -41,7 +54,8 @@ def _finite(obj: Any) -> Any:
 
 
 def encode_event(event: dict) -> str:
-    """Encode one trace event as a single line of strict JSON text (NaN/inf -> ``null``).
+    """Encode one trace event as a single line of strict JSON text: a NaN or +/-inf counter value is left out
+    (:func:`counter_args`), any other NaN/inf is written as ``null``.
 
     Raises:
         TypeError: a value is not JSON serializable.
@@ -49,6 +63,9 @@ def encode_event(event: dict) -> str:
     try:
         return _ENCODER.encode(event)
     except ValueError:  # a NaN or infinity somewhere (rare): sanitize a copy
+        args = event.get("args")
+        if event.get("ph") == "C" and isinstance(args, dict):
+            event = dict(event, args=counter_args(args.keys(), args.values()))
         return _ENCODER.encode(_finite(event))
 
 

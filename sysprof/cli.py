@@ -16,9 +16,10 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 * one ``"ph": "i"`` instant event named ``"sysprof start"`` whose args hold the recording metadata
   (``version``, ``command``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...);
 * ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
-  ``{"name": "a/b", "args": {"c": value}}``. A NaN (unknown) value is left out of its event; an event
-  whose values are all NaN is not written, except as ``"args": {}`` where a group that had values turns
-  all-unknown, so ``report`` knows the old values stopped holding there. ``ts`` is in microseconds since
+  ``{"name": "a/b", "args": {"c": value}}``. A NaN (unknown) or +/-inf value (e.g. a cgroup limit of
+  ``max``) is left out of its event (``chrome_trace.counter_args``); an event with no value left is not
+  written, except as ``"args": {}`` where a group that had values turns all-unknown, so ``report`` knows
+  the old values stopped holding there. ``ts`` is in microseconds since
   the Unix epoch (an integer, or a float with sub-microsecond digits when the interval is below 1 ms);
 * a ``"sysprof"`` counter event at each flush with the sampler's running ``taken``/``dropped``/
   ``missed_deadlines``, so a truncated trace still tells how much was lost;
@@ -43,8 +44,10 @@ import sys
 import time
 from pathlib import Path
 
+from .chrome_trace import counter_args
 from .report import (START_EVENT, STATS_COUNTER, STOP_EVENT, ReportError, TraceData, channel_filter, human_bytes,
-                     jsonable, plot_trace, print_table, require_matplotlib, split_channel, summarize)
+                     jsonable, plot_trace, print_table, require_matplotlib, source_available, split_channel,
+                     summarize)
 
 PROG = "sysprof"
 
@@ -144,8 +147,8 @@ class EventBuilder:
     event, so nothing is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first
     event. ``report`` weighs each value by how long it held.
 
-    NaN values are left out of an event (counter args must be numbers); a row whose values are all NaN
-    writes nothing, except ``"args": {}`` when the group had values before: the old values end there.
+    NaN and +/-inf values are left out of an event (:func:`~sysprof.chrome_trace.counter_args`); a row with no
+    value left writes nothing, except ``"args": {}`` when the group had values before: the old values end there.
     ``rows`` counts the sample rows seen (the samples written)."""
 
     def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
@@ -217,8 +220,8 @@ class EventBuilder:
         return [e for _, e in out]
 
     def _args(self, g, keys, values):
-        """The args of group ``g``'s event for one row, NaN left out; None: write no event."""
-        args = {k: x for k, x in zip(keys, values) if x == x}
+        """The args of group ``g``'s event for one row, NaN and +/-inf left out; None: write no event."""
+        args = counter_args(keys, values)
         if not args and not self._known[g]:
             return None  # still unknown: nothing to say
         self._known[g] = bool(args)
@@ -397,6 +400,34 @@ def _open_output(writer_class, output, force):
     raise CLIError(f"cannot find an unused name {stem}-N.json; give -o TRACE")
 
 
+def _probe_output(output) -> bool:
+    """Check that ``output`` (given with ``-o``) can be written, without truncating an existing file. Returns
+    whether the check created the file (then it is removed if recording cannot start)."""
+    existed = os.path.lexists(output)
+    try:
+        with open(output, "ab"):
+            pass
+    except IsADirectoryError:
+        raise CLIError(f"output is a directory: {output}", status=2) from None
+    except OSError as e:
+        raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
+    return not existed
+
+
+def _require_a_source(sampler, sources, follow_child: bool) -> None:
+    """Raise CLIError when none of the requested ``sources`` (name -> bool) gives the sampler a channel; the
+    command's own process (``follow_child``) is sampled later, by a second sampler, so it counts as there."""
+    requested = [src for src, on in sources.items() if on and src != "per_cpu"]
+    if follow_child and "process" in requested:
+        return
+    channels = tuple(sampler.channels)
+    if any(source_available(src, channels) for src in requested):
+        return
+    errors = dict(getattr(sampler, "errors", {}))
+    why = "; ".join(f"{src}: {errors.get(src, 'no channels')}" for src in requested)
+    raise CLIError(f"no requested source is available: {why}")
+
+
 def _default_capacity(interval: float) -> int:
     """Sampler ring rows for about RING_SECONDS of samples (drained every DRAIN_PERIOD s), within bounds."""
     return int(min(MAX_CAPACITY, max(MIN_CAPACITY, math.ceil(RING_SECONDS / interval))))
@@ -512,13 +543,20 @@ def cmd_record(args) -> int:
         except (ValueError, TypeError) as e:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
-    writer, output = _open_output(ChromeTraceWriter, output, args.force)
-
-    sampler = child = None
+    # Nothing touches an existing output until the arguments, the sources and the command have passed: it is
+    # truncated only once the command runs (a new default-named file is created exclusively, before).
+    sampler = child = writer = None
+    created = False  # whether the output file is ours to remove on a failure
     signals = _Signals()
     try:
         # validate the arguments (and warm up discovery) before anything is spawned
         sampler = make_sampler(process=False) if follow_child else make_sampler()
+        _require_a_source(sampler, sources, follow_child)
+        if output is None:
+            writer, output = _open_output(ChromeTraceWriter, None, False)
+            created = True
+        else:
+            created = _probe_output(output)
         if not follow_child:
             sampler.start()  # before the command starts, so its start-up is in the trace
         signals.install()
@@ -534,15 +572,19 @@ def cmd_record(args) -> int:
             signals.child_pid = child.pid
             for sig in list(signals.received):  # arrived while the command was being started
                 signals.send(sig)
-            if follow_child:
-                sampler = make_sampler(pid=child.pid)
-                sampler.start()
+        if writer is None:
+            writer, output = _open_output(ChromeTraceWriter, output, True)  # checked above; truncated only now
+            created = True
+        if follow_child:
+            sampler = make_sampler(pid=child.pid)
+            sampler.start()
     except BaseException:
         signals.restore()
         if sampler is not None:
             sampler.stop()
-        writer.close()
-        if os.path.isfile(output):  # the empty trace we created (never a device such as /dev/null)
+        if writer is not None:
+            writer.close()
+        if created and os.path.isfile(output):  # the trace we created (never a device such as /dev/null)
             try:
                 os.unlink(output)
             except OSError:

@@ -29,7 +29,7 @@ import json
 
 import numpy as np
 
-from sysprof.chrome_trace import ChromeTraceWriter, encode_event, is_gzip_path, read_trace
+from sysprof.chrome_trace import ChromeTraceWriter, counter_args, encode_event, is_gzip_path, read_trace
 from sysprof.schedule import current_action
 from sysprof.trace_handler import CounterRows, TraceHandler
 
@@ -115,7 +115,9 @@ class JSONTraceHandler(TraceHandler):
     :func:`format_name` and the timestamp at that ``batch_end``). Events are streamed: they are buffered
     (at most 8192) and then encoded into a hidden ``.sysprof-rank<r>-<pid>.partial.json`` file in the folder,
     which is renamed when the cycle is saved. Events recorded after the last save are saved by :meth:`close`
-    (name formatted with the final timestamp; ``.final`` is inserted before ``.json`` if that name is taken),
+    (name formatted with the final timestamp; ``.final`` is inserted before ``.json`` of the file name if this run
+    already saved a file of that name, or, without ``overwrite``, if that file exists; with ``overwrite`` an older
+    run's file is replaced),
     unless they are only the cycle's metadata (metadata events are added to such a file if its cycle had none).
 
     Args:
@@ -158,6 +160,7 @@ class JSONTraceHandler(TraceHandler):
         self.overwrite = overwrite
         self.num_traces_to_keep = num_traces_to_keep
         self.saved_traces: list = []
+        self._saved_paths: set = set()  # files this run saved (the final save never replaces one of them)
 
         self._pending: collections.deque = collections.deque()
         self._lock = threading.RLock()
@@ -238,7 +241,8 @@ class JSONTraceHandler(TraceHandler):
             self._write_pending()
 
     # ------------------------------------------------------------------ encoding
-    def _event(self, rec: tuple) -> dict:
+    def _event(self, rec: tuple) -> Optional[dict]:
+        """The event of a buffered record; None for a counter with no finite value (nothing to write)."""
         kind = rec[0]
         if kind == _RAW or kind == _META:
             return rec[1]
@@ -246,7 +250,9 @@ class JSONTraceHandler(TraceHandler):
         event = {"name": name, "cat": ",".join(categories), "ph": _PH[kind], "ts": wall_ns // 1000,
                  "pid": self._rank, "tid": self._tid}
         if kind == _C:
-            event["args"] = extra
+            event["args"] = counter_args(extra.keys(), extra.values())  # NaN and +/-inf left out
+            if not event["args"]:
+                return None
         else:
             event["args"] = {"epoch": _counter_value(extra.epoch), "batch": _counter_value(extra.batch)}
             if kind == _I:
@@ -281,8 +287,10 @@ class JSONTraceHandler(TraceHandler):
                     write_encoded(rec[1], rec[2])
                     n += rec[2]
                 else:
-                    n += kind != _META
-                    write(event(rec))
+                    ev = event(rec)
+                    if ev is not None:
+                        n += kind != _META
+                        write(ev)
             self._cycle_events += n
 
     def flush(self) -> None:
@@ -299,6 +307,7 @@ class JSONTraceHandler(TraceHandler):
         self._rank = info["rank"]
         self._tid = os.getpid()
         folder = format_name(self.folder, state.run_name)
+        self._saved_paths = set()
         os.makedirs(folder, exist_ok=True)
         if not self.overwrite:
             _ensure_folder_is_empty(folder)
@@ -392,9 +401,13 @@ class JSONTraceHandler(TraceHandler):
             writer.close()
             assert self._folder is not None
             path = os.path.join(self._folder, format_name(self.filename, state.run_name, timestamp))
-            if final and os.path.exists(path):
-                stem, dot, ext = path.partition(".json")
-                path = f"{stem}.final{dot}{ext}"
+            # the final save does not replace a file of this run's (nor, without overwrite, any file): it inserts
+            # ".final" before ".json" of the file name; an older run's file is replaced with overwrite=True
+            if final and (path in self._saved_paths or (not self.overwrite and os.path.exists(path))):
+                head, name = os.path.split(path)
+                stem, dot, ext = name.partition(".json")
+                path = os.path.join(head, f"{stem}.final{dot}{ext}")
+            self._saved_paths.add(path)
             if os.path.dirname(path):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
             os.replace(writer.path, path)

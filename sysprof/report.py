@@ -34,16 +34,40 @@ def format_seconds(s: float) -> str:
     return f"{s * 1e6:.4g} us"
 
 
-def human_bytes(n: float) -> str:
-    if n is None or not math.isfinite(n):
+_SI_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
+
+
+def format_si(v: float, unit: str) -> str:
+    """``v`` with a decimal SI prefix (k = 1e3, M = 1e6, G = 1e9, ...) and ``unit``: ``1.10 GHz``, ``2.50 GB``,
+    ``512 B``, ``0.5 Hz``. The one formatter of scaled units in tables, status lines and headers (plots use
+    matplotlib's ``EngFormatter``, also decimal)."""
+    if v is None or not math.isfinite(v):
         return "nan"
-    sign = "-" if n < 0 else ""
-    n = abs(float(n))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.2f} {unit}"
-        n /= 1024
-    return f"{sign}{n:.2f} TiB"  # pragma: no cover
+    sign = "-" if v < 0 else ""
+    n = abs(float(v))
+    i = 0
+    while round(n, 2) >= 1000 and i < len(_SI_PREFIXES) - 1:
+        n /= 1000
+        i += 1
+    return f"{sign}{n:.4g} {unit}" if i == 0 else f"{sign}{n:.2f} {_SI_PREFIXES[i]}{unit}"
+
+
+def human_bytes(n: float) -> str:
+    """A byte count in decimal units (kB, MB, GB = 1e9 B), as in plots and the README."""
+    return format_si(n, "B")
+
+
+#: the channel-name prefixes of each sampler source (the keys of ``Sampler.errors``)
+SOURCE_PREFIXES = {"cpu": ("cpu/",), "memory": ("memory/", "swap/"), "disk": ("disk/",), "net": ("net/",),
+                   "load": ("load/",), "process": ("process/",), "pressure": ("pressure/",),
+                   "cgroup": ("cgroup/",), "gpu": ("gpu/",)}
+
+
+def source_available(source: str, channels) -> bool:
+    """Whether ``channels`` (sampler channel names) include one of ``source``. An entry of ``Sampler.errors`` for
+    a source with channels is a problem with part of it (one metric, one file), not an unavailable source."""
+    prefixes = SOURCE_PREFIXES.get(source, (f"{source}/",))
+    return any(str(c).startswith(prefixes) for c in channels)
 
 
 def split_channel(name: str):
@@ -97,8 +121,8 @@ def infer_unit(channel: str) -> str:
 def format_value(v, unit: str) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "nan"
-    if unit in ("B", "B/s"):
-        return human_bytes(v) + ("/s" if unit == "B/s" else "")
+    if unit in ("B", "B/s", "Hz"):
+        return format_si(v, unit)
     if unit == "%":
         return f"{v:.1f}"
     if float(v).is_integer() and abs(v) < 1e15:
@@ -290,6 +314,7 @@ def summarize(data: TraceData) -> dict:
         entry["last"] = float(finite[-1]) if finite.size else None
         channels[ch] = entry
     interval, interval_source = data.interval()
+    errors = data.meta.get("errors") or {}
     return jsonable({
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
@@ -308,7 +333,8 @@ def summarize(data: TraceData) -> dict:
         "returncode": (data.stop or {}).get("returncode"),
         "recorded": data.recorded,
         "truncated": data.truncated,
-        "errors": data.meta.get("errors") or {},
+        "errors": errors,
+        "unavailable": [src for src in errors if not source_available(src, data.meta.get("channels") or [])],
         "channels": channels,
     })
 
@@ -348,7 +374,7 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
     elif s.get("interval_source") == "median spacing":
         interval = f"median spacing {format_seconds(iv)}"
     else:
-        interval = f"interval {format_seconds(iv)} = {1 / iv:,.0f} Hz"
+        interval = f"interval {format_seconds(iv)} = {format_si(1 / iv, 'Hz')}"
     out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s; effective rate "
               f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')} ({interval})\n")
     if any(s.get(k) is not None for k in ("dropped", "missed_deadlines", "sample_ns_mean")):
@@ -356,8 +382,9 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
                   f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
                   f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
                   f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
-    for src, why in sorted((s.get("errors") or {}).items()):
-        out.write(f"unavailable: {src}: {why}\n")
+    unavailable = set(s.get("unavailable") or ())
+    for src, why in sorted((s.get("errors") or {}).items()):  # a source without channels, else part of one
+        out.write(f"{'unavailable' if src in unavailable else 'problems'}: {src}: {why}\n")
     rows = []
     hidden = 0
     for ch, e in s["channels"].items():
@@ -486,6 +513,9 @@ def plot_trace(data: TraceData, path: str, channel_filter=None, title: str = "",
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
     axes[-1, 0].set_xlabel("time since start [s]")
     interval, source = data.interval()
+    title = (title or "").strip().split("\n", 1)[0]  # a multi-line command: its first line, at most ~80 chars
+    if len(title) > 80:
+        title = title[:77] + "..."
     head = f"sysprof: {title}" if title else "sysprof"
     if interval:
         head += f"  ({'interval' if source == 'metadata' else 'median spacing'} {format_seconds(interval)})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import re
 import sys
 import threading
@@ -22,6 +23,7 @@ from typing import Any, Optional
 import numpy as np
 
 from sysprof.callback import Callback, event_name
+from sysprof.report import source_available
 from sysprof.schedule import current_action
 from sysprof.trace_handler import CounterRows, report_handler_error
 
@@ -105,6 +107,13 @@ def counter_plan(channels: tuple, rates: bool) -> list:
     return plan
 
 
+def _seconds(name: str, value: Any) -> float:
+    """``value`` as float seconds, or ValueError naming ``name`` unless it is a finite real number > 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
 class _RecordingLog:
     """When the profiler was recording: a step function of wall-clock time built from event observations.
 
@@ -174,7 +183,8 @@ class SystemProfiler(Callback):
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
 
     Raises:
-        ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not > 0.
+        ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
+            (or is a bool).
     """
 
     def __init__(
@@ -193,10 +203,8 @@ class SystemProfiler(Callback):
         drain_interval_seconds: float = 0.25,
     ) -> None:
         super().__init__()
-        if not stats_thread_interval_seconds > 0:
-            raise ValueError(f"stats_thread_interval_seconds must be > 0, got {stats_thread_interval_seconds!r}")
-        if not drain_interval_seconds > 0:
-            raise ValueError(f"drain_interval_seconds must be > 0, got {drain_interval_seconds!r}")
+        _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
+        _seconds("drain_interval_seconds", drain_interval_seconds)
         self.profile_cpu = profile_cpu
         self.profile_memory = profile_memory
         self.profile_disk = profile_disk
@@ -219,6 +227,7 @@ class SystemProfiler(Callback):
         self._last_action = "skip"
         self._counts = {"rows_drained": 0, "rows_recorded": 0}
         self._series: Optional[list] = None
+        self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
 
     # ------------------------------------------------------------------ lifecycle
     def _make_sampler(self) -> Any:
@@ -246,13 +255,17 @@ class SystemProfiler(Callback):
         self._shutdown()  # reused after an earlier run
         self._state = state
         self._log = _RecordingLog()
+        self._cuda_device = None
+        self._note_cuda_device()
         if not (self.profile_cpu or self.profile_memory or self.profile_disk or self.profile_net
                 or self.profile_gpu or self.profile_process):
             return
         sampler = self._make_sampler()
-        for source, why in dict(sampler.errors).items():
-            log.warning("sysprof SystemProfiler: source %r unavailable: %s", source, why)
-        self._plan = counter_plan(tuple(sampler.channels), self.rates)
+        channels = tuple(sampler.channels)
+        for source, why in dict(sampler.errors).items():  # "unavailable" only for a source without channels
+            log.warning("sysprof SystemProfiler: source %r%s: %s", source,
+                        "" if source_available(source, channels) else " unavailable", why)
+        self._plan = counter_plan(channels, self.rates)
         self._series = None  # CounterRows series, built from the plan at the first emit
         self.sampler = sampler
         self._observe(state)
@@ -265,6 +278,8 @@ class SystemProfiler(Callback):
     def run_event(self, event: Any, state: Any, logger: Any) -> None:
         """Observe the profiler action at every event, drain when due, then dispatch the event."""
         if self.sampler is not None and state.profiler is not None:
+            if self._cuda_device is None:
+                self._note_cuda_device()
             previous = self._last_action
             self._observe(state)
             if (time.monotonic() - self._last_drain >= self.drain_interval_seconds
@@ -289,6 +304,13 @@ class SystemProfiler(Callback):
             sampler.stop()
             self._drain()
             self.sampler = None
+
+    def _note_cuda_device(self) -> None:
+        """Remember the calling (training) thread's current CUDA device once CUDA is initialized (never initializes
+        it): the drain thread's own current device is 0, so allocator statistics are read with this ``device=``."""
+        torch = sys.modules.get("torch") if self.profile_memory else None
+        if torch is not None and torch.cuda.is_initialized():
+            self._cuda_device = torch.cuda.current_device()
 
     # ------------------------------------------------------------------ sampling -> events
     def _observe(self, state: Any) -> None:
@@ -359,9 +381,9 @@ class SystemProfiler(Callback):
 
     def _emit_cuda_memory(self) -> None:
         torch = sys.modules.get("torch")
-        if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        if torch is None or self._cuda_device is None:  # CUDA not (yet) seen initialized on the training thread
             return
-        stats = torch.cuda.memory_stats()
+        stats = torch.cuda.memory_stats(device=self._cuda_device)
         t = _now_ns()
         timestamp = self._log.stamps[-1]
         handlers = self._handlers()

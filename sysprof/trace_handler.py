@@ -12,6 +12,7 @@ import warnings
 from typing import Any, Union
 
 from sysprof.callback import Callback
+from sysprof.chrome_trace import counter_args
 
 __all__ = ["TraceHandler", "CounterRows", "report_handler_error"]
 
@@ -70,8 +71,7 @@ class CounterRows:
         t = int(self.times_ns[i])
         timestamp = self.timestamps[i]
         for name, categories, keys, lo, hi in self.series:
-            # v - v == 0.0 is false for NaN and +/-inf: unknown values are left out
-            values = {k: v for k, v in zip(keys, row[lo:hi]) if v - v == 0.0}
+            values = counter_args(keys, row[lo:hi])
             if values:
                 yield name, categories, timestamp, t, values
 

@@ -242,6 +242,44 @@ def test_existing_output_needs_force(tmp_path):
     json.loads(trace.read_text())
 
 
+def test_bad_input_loses_nothing(tmp_path):
+    """An existing trace survives --force when recording cannot start: a bad argument, a command that cannot be
+    run (a script whose interpreter is missing passes the existence checks), or no requested source."""
+    trace = tmp_path / "old.json"
+    trace.write_text("precious")
+    script = tmp_path / "bad-interpreter.sh"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    marker = tmp_path / "ran"
+    for argv, rc in [(["--capacity", "1", "--", "touch", marker], 1),
+                     (["--interval", "1ms", "--", str(script)], 127),
+                     (["--gpu", "--", "touch", marker], 1)]:
+        proc = run_cli("record", "--force", "-o", trace, *argv,
+                       env=dict(os.environ, SYSPROF_NVML_LIBRARY=str(tmp_path / "no-libnvidia-ml.so.1")))
+        assert_one_line_error(proc, rc)
+        assert trace.read_text() == "precious", argv
+        assert not marker.exists()
+    assert sorted(os.listdir(tmp_path)) == ["bad-interpreter.sh", "old.json"]  # nothing else left behind
+    new = tmp_path / "new.json"
+    assert run_cli("record", "-o", new, "--capacity", "1", "--", "true").returncode == 1
+    assert not new.exists()
+
+
+def test_no_requested_source_available_fails_before_the_command(tmp_path):
+    env = dict(os.environ, SYSPROF_NVML_LIBRARY=str(tmp_path / "no-libnvidia-ml.so.1"))
+    trace, marker = tmp_path / "t.json", tmp_path / "ran"
+    proc = run_cli("record", "--gpu", "-o", trace, "--", "touch", marker, env=env)
+    assert_one_line_error(proc, 1)
+    assert proc.stderr.startswith("sysprof: no requested source is available: gpu: ")
+    assert "no-libnvidia-ml.so.1" in proc.stderr
+    assert not trace.exists() and not marker.exists()
+    # some available: record them and warn about the rest
+    proc = run_cli("record", "--gpu", "--cpu", "-o", trace, "--", "touch", marker, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("sysprof: warning: gpu: ") and marker.exists()
+    assert "cpu/percent" in event(read_trace(trace), "sysprof start")["args"]["channels"]
+
+
 @pytest.mark.parametrize("argv, rc", [
     (["record", "--bogus", "--", "true"], 2),
     (["record", "--interval", "0", "--", "true"], 2),
@@ -441,10 +479,57 @@ def test_report_table(known_trace):
     out = proc.stdout
     assert "effective rate 100.0 Hz" in out and "interval 10 ms" in out
     assert "dropped:    3" in out and "missed deadlines: 5" in out
-    assert "unavailable: gpu: no NVML" in out
+    assert "unavailable: gpu: no NVML" in out  # no gpu channel at all
+    assert "(interval 10 ms = 100 Hz)" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("cpu/", "memory/"))}
     assert rows["cpu/percent"][1:] == ["%", "0.0", "50.0", "50.0", "95.0", "100.0"]
-    assert rows["memory/used_bytes"][1:4] == ["B", "2.33", "GiB"]
+    assert rows["memory/used_bytes"][1:4] == ["B", "2.50", "GB"]  # decimal, as in plots: GB = 1e9 B
+
+
+def test_report_units_rate_and_source_problems(tmp_path):
+    """Hz with significant digits, clocks scaled like bytes (decimal), and an error of a source that has channels
+    (one refused metric) reported as a problem, not as the source being unavailable."""
+    from sysprof.report import format_si, format_value, human_bytes
+
+    path = tmp_path / "slow.json"
+    w = ChromeTraceWriter(path)
+    w.write({"name": "sysprof start", "ph": "i", "s": "g", "ts": T0, "pid": 1, "tid": 0,
+             "args": {"interval_s": 2.0, "channels": ["gpu/0/sm_clock_hz", "gpu/0/utilization_percent"],
+                      "errors": {"gpu": "gpu 0: power_watts: NOT_SUPPORTED", "pressure": "no /proc/pressure"}}})
+    for i in range(3):
+        w.write({"name": "gpu/0", "ph": "C", "ts": T0 + i * 2_000_000, "pid": 1, "tid": 0,
+                 "args": {"sm_clock_hz": 1103157481.0, "utilization_percent": 50.0}})
+    w.close()
+    proc = run_cli("report", path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "(interval 2 s = 0.5 Hz)" in out
+    assert "problems: gpu: gpu 0: power_watts: NOT_SUPPORTED" in out and "unavailable: gpu" not in out
+    assert "unavailable: pressure: no /proc/pressure" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("gpu/0/sm_clock_hz"))
+    assert row[1:4] == ["Hz", "1.10", "GHz"]
+    assert json.loads(run_cli("report", "--json", path).stdout)["unavailable"] == ["pressure"]
+    assert (format_si(0.5, "Hz"), format_si(999.996, "B"), format_si(-1.5e6, "B/s")) == ("0.5 Hz", "1.00 kB", "-1.50 MB/s")
+    assert human_bytes(2.5e9) == format_value(2.5e9, "B") == "2.50 GB" and format_value(512.0, "B") == "512 B"
+
+
+def test_plot_title_is_the_first_line_of_the_command(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sysprof.report import TraceData, plot_trace
+
+    events = [{"name": "cpu", "ph": "C", "ts": T0 + i * 10_000, "args": {"percent": float(i % 7)}} for i in range(50)]
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_trace(TraceData(events), str(tmp_path / "p.png"), title="python -c 'import x\nx.run()\n'")
+    assert figures[-1]._suptitle.get_text().startswith("sysprof: python -c 'import x  (")
+    plot_trace(TraceData(events), str(tmp_path / "p.png"), title="python train.py " + "--flag " * 40)
+    title = figures[-1]._suptitle.get_text()
+    assert "\n" not in title and title.split("  (")[0].endswith("...") and len(title.split("  (")[0]) <= 90
 
 
 def test_report_plot_writes_png(known_trace, tmp_path):
@@ -732,6 +817,21 @@ def test_event_builder_leaves_nan_out_and_marks_where_values_end():
                    (3000, "cpu/1", {}),
                    (5000, "cpu", {"percent": 10.0, "user_percent": 2.0})]  # finish: the last row
     assert b.rows == 6
+
+
+def test_event_builder_leaves_infinity_out_like_nan():
+    """cgroup/memory_max_bytes reads +inf for "max": left out (the one counter_args rule), never null."""
+    from sysprof.cli import EventBuilder
+    from sysprof.chrome_trace import encode_event
+
+    inf = float("inf")
+    b = EventBuilder(["cgroup/memory_current_bytes", "cgroup/memory_max_bytes", "x/only_inf"], system_pid=1)
+    ev = b.events(_Batch(0, [[5.0, inf, inf], [5.0, 8.0, -inf], [5.0, inf, inf]]))
+    got = [(e["ts"], e["name"], e["args"]) for e in ev]
+    assert got == [(0, "cgroup", {"memory_current_bytes": 5.0}),
+                   (1000, "cgroup", {"memory_current_bytes": 5.0, "memory_max_bytes": 8.0}),
+                   (2000, "cgroup", {"memory_current_bytes": 5.0})]
+    assert all("null" not in encode_event(e) for e in ev)
 
 
 def test_recorded_counters_have_no_null(tmp_path):

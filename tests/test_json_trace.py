@@ -19,20 +19,60 @@ from sysprof.schedule import cyclic_schedule
 def test_writer_roundtrip_layout_and_nan(tmp_path, name):
     path = tmp_path / name
     w = ChromeTraceWriter(path)
-    w.write({"name": "a", "ph": "C", "ts": 1, "args": {"x": float("nan"), "y": float("inf"), "z": 1.5}})
-    w.write_many([{"name": "b", "ph": "i", "ts": 2}, {"name": "c", "ph": "i", "ts": 3}])
+    # counter args: NaN and +/-inf are left out (unknown); elsewhere a non-finite number is written as null
+    w.write({"name": "a", "ph": "C", "ts": 1, "args": {"x": float("nan"), "y": float("inf"), "z": 1.5,
+                                                        "w": float("-inf")}})
+    w.write_many([{"name": "b", "ph": "i", "ts": 2, "args": {"limit": float("inf")}}, {"name": "c", "ph": "i", "ts": 3}])
     w.flush()
     assert [e["name"] for e in read_trace(path)] == ["a", "b", "c"]  # readable before close
     w.close()
     w.close()  # idempotent
     raw = (gzip.open(path, "rt") if name.endswith(".gz") else open(path)).read()
-    assert raw == ('[\n{"name": "a", "ph": "C", "ts": 1, "args": {"x": null, "y": null, "z": 1.5}},\n'
-                   '{"name": "b", "ph": "i", "ts": 2},\n{"name": "c", "ph": "i", "ts": 3}\n]\n')
-    assert json.loads(raw)[0]["args"] == {"x": None, "y": None, "z": 1.5}
+    assert raw == ('[\n{"name": "a", "ph": "C", "ts": 1, "args": {"z": 1.5}},\n'
+                   '{"name": "b", "ph": "i", "ts": 2, "args": {"limit": null}},\n{"name": "c", "ph": "i", "ts": 3}\n]\n')
+    assert json.loads(raw)[0]["args"] == {"z": 1.5}
     assert w.bytes_written == len(raw)
     assert w.path == path
     with pytest.raises(ValueError):
         w.write({"name": "late"})
+
+
+class _St:
+    run_name = "r"
+    timestamp = Timestamp()
+    profiler = None
+
+
+def test_counter_args_is_the_one_finiteness_rule():
+    import numpy as np
+
+    from sysprof.chrome_trace import counter_args
+
+    inf, nan = float("inf"), float("nan")
+    assert counter_args("abcdef", [1.0, nan, inf, -inf, 0, np.float32(inf)]) == {"a": 1.0, "e": 0}
+    assert counter_args(["a"], [nan]) == {}
+
+
+def test_handler_leaves_non_finite_counter_values_out(tmp_path):
+    """process_counter_event and process_counter_rows (fast and slow rows) follow counter_args: inf and NaN keys
+    are left out, an event with none left is not written."""
+    import numpy as np
+
+    from sysprof.trace_handler import CounterRows
+
+    inf, nan = float("inf"), float("nan")
+    h = JSONTraceHandler(folder=str(tmp_path), merged_trace_filename=None, remote_file_name=None)
+    state = _St()
+    h.init(state, None)
+    h.process_counter_event("lim", ["m"], None, 1_000_000, {"max": inf, "cur": 5.0})
+    h.process_counter_event("gone", ["m"], None, 2_000_000, {"a": nan, "b": -inf})
+    series = [("cg", ("cgroup",), ("max_gb", "cur_gb"), 0, 2)]
+    h.process_counter_rows(CounterRows(series, np.array([3_000_000, 4_000_000, 5_000_000], dtype=np.int64),
+                                       np.array([[1.0, 2.0], [inf, 2.0], [inf, nan]]), [None] * 3))
+    h.close(state, None)
+    events = [e for f in tmp_path.glob("*.json") for e in json.loads(f.read_text()) if e["ph"] == "C"]
+    assert [(e["name"], e["ts"], e["args"]) for e in events] == [
+        ("lim", 1000, {"cur": 5.0}), ("cg", 3000, {"max_gb": 1.0, "cur_gb": 2.0}), ("cg", 4000, {"cur_gb": 2.0})]
 
 
 def test_writer_exists_and_bad_path(tmp_path):
@@ -126,11 +166,11 @@ def test_handler_cycle_files_exact_layout(tmp_path, clock):
     t0 = meta_ts + 4
     assert events[7:] == [
         {"name": "step", "cat": "train,x", "ph": "B", "ts": t0, **base, "args": {"epoch": 0, "batch": 1}},
-        {"name": "step", "cat": "train,x", "ph": "C", "ts": t0 + 1, **base, "args": {"loss": 0.25, "bad": None}},
+        {"name": "step", "cat": "train,x", "ph": "C", "ts": t0 + 1, **base, "args": {"loss": 0.25}},
         {"name": "tick", "cat": "", "ph": "i", "ts": t0 + 2, **base, "args": {"epoch": 0, "batch": 1}, "s": "p"},
         {"name": "step", "cat": "train,x", "ph": "E", "ts": t0 + 3, **base, "args": {"epoch": 0, "batch": 1}},
         {"name": "step", "cat": "train,x", "ph": "B", "ts": t0 + 4, **base, "args": {"epoch": 0, "batch": 2}},
-        {"name": "step", "cat": "train,x", "ph": "C", "ts": t0 + 5, **base, "args": {"loss": 0.25, "bad": None}},
+        {"name": "step", "cat": "train,x", "ph": "C", "ts": t0 + 5, **base, "args": {"loss": 0.25}},
         {"name": "tick", "cat": "", "ph": "i", "ts": t0 + 6, **base, "args": {"epoch": 0, "batch": 2}, "s": "p"},
         {"name": "step", "cat": "train,x", "ph": "E", "ts": t0 + 7, **base, "args": {"epoch": 0, "batch": 2}},
     ]
@@ -241,6 +281,49 @@ def test_handler_direct_calls_with_composer_style_timestamp(tmp_path):
     assert [e["name"] for e in events[1:]] == ["process_name", "thread_name", "thread_sort_index", "global_rank",
                                                "process_sort_index", "clock_sync_timestamp_us",
                                                "clock_sync_error_bound"]
+
+
+def _run_profile(folder, marks, **kw):
+    """A ``sysprof.profile`` run with one instant event per step for ``marks`` steps, never ACTIVE_AND_SAVE: its
+    events are saved by close as ``ep0-ba<marks>-rank0.json``."""
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[JSONTraceHandler(folder=str(folder), **kw)],
+                    sys_prof_cpu=False)
+    prof.start()
+    for i in range(marks):
+        prof.marker(f"run-mark-{i}").instant()
+        prof.step()
+    prof.stop()
+
+
+def test_overwrite_replaces_an_older_runs_file_instead_of_adding_final(tmp_path):
+    folder = tmp_path / "traces"
+    _run_profile(folder, 2, overwrite=True, remote_file_name=None)
+    (folder / "ep0-ba2-rank0.json").write_text("[]")  # stands for run 1's content
+    _run_profile(folder, 2, overwrite=True, remote_file_name=None)
+    assert sorted(os.listdir(folder)) == ["ep0-ba2-rank0.json", "merged_trace.json"]
+    assert "run-mark-1" in [e["name"] for e in read_trace(folder / "ep0-ba2-rank0.json")]  # the latest run's
+
+
+@pytest.mark.parametrize("folder", ["traces", "runs.json.d"])  # ".json" in a folder name: not split there
+def test_final_save_never_replaces_this_runs_own_file(tmp_path, folder):
+    """A cycle saved at batch 2 and the leftover events at close, also at batch 2: the leftover goes to .final
+    (inserted into the file name only)."""
+    folder = tmp_path / folder
+    handler = JSONTraceHandler(folder=str(folder), remote_file_name=None, merged_trace_filename=None,
+                               overwrite=True)
+    actions = {0: "active", 1: "active_and_save", 2: "active"}
+    prof = Profiler(schedule=lambda s: actions.get(int(s.timestamp.batch), "active"), trace_handlers=[handler],
+                    sys_prof_cpu=False)
+    prof.start()
+    for _ in range(2):
+        prof.marker("cycle").instant()
+        prof.step()
+    prof.marker("leftover").instant()
+    prof.stop()
+    assert sorted(os.listdir(tmp_path)) == [folder.name]
+    assert sorted(os.listdir(folder)) == ["ep0-ba2-rank0.final.json", "ep0-ba2-rank0.json"]
+    assert "leftover" in [e["name"] for e in read_trace(folder / "ep0-ba2-rank0.final.json")]
+    assert "cycle" in [e["name"] for e in read_trace(folder / "ep0-ba2-rank0.json")]
 
 
 # ---------------------------------------------------------------------- merge_traces

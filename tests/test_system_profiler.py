@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 import threading
 import time
 import warnings
@@ -144,10 +145,72 @@ def test_init_without_profiler_raises():
 
 
 @pytest.mark.parametrize("kw", [dict(stats_thread_interval_seconds=0), dict(stats_thread_interval_seconds=-1),
-                                dict(drain_interval_seconds=0)])
-def test_bad_intervals(kw):
-    with pytest.raises(ValueError):
+                                dict(stats_thread_interval_seconds=float("inf")),
+                                dict(stats_thread_interval_seconds=float("nan")),
+                                dict(stats_thread_interval_seconds=True), dict(stats_thread_interval_seconds="1"),
+                                dict(drain_interval_seconds=0), dict(drain_interval_seconds=float("inf"))])
+def test_bad_intervals_fail_in_the_constructor(kw):
+    (name,) = kw
+    with pytest.raises(ValueError, match=name):
         SystemProfiler(**kw)
+    SystemProfiler(stats_thread_interval_seconds=np.float64(0.01), drain_interval_seconds=1)  # any real > 0
+
+
+def test_source_problem_is_not_called_unavailable(monkeypatch, caplog):
+    """An entry in sampler.errors for a source that has channels (one refused GPU metric) is a problem with it;
+    "unavailable" is said only of a source without any channel."""
+    sampler = FakeSampler(CHANNELS + ("gpu/0/utilization_percent",))
+    sampler.errors = {"gpu": "gpu 0: power_watts: NOT_SUPPORTED", "pressure": "no /proc/pressure"}
+    monkeypatch.setattr(SystemProfiler, "_make_sampler", lambda self: sampler)
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_cpu=True)
+    with caplog.at_level("WARNING", logger="sysprof.system_profiler"):
+        prof.start()
+        prof.stop()
+    lines = [r.getMessage() for r in caplog.records]
+    assert "sysprof SystemProfiler: source 'gpu': gpu 0: power_watts: NOT_SUPPORTED" in lines
+    assert "sysprof SystemProfiler: source 'pressure' unavailable: no /proc/pressure" in lines
+
+
+class _FakeCuda:
+    """torch.cuda where the training (main) thread's current device is 3 and every other thread's is 0."""
+
+    def __init__(self):
+        self.devices_read = []
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def current_device(self):
+        return 3 if threading.current_thread() is threading.main_thread() else 0
+
+    def memory_stats(self, device=None):
+        device = self.current_device() if device is None else device
+        self.devices_read.append(device)
+        return {"allocated_bytes.all.current": (device + 1) * 1e9, "num_alloc_retries": device}
+
+
+def test_cuda_memory_stats_are_of_the_training_threads_device(fake, recording_handler, monkeypatch):
+    """Allocator statistics are read on the drain thread (current device 0): they must name the training thread's
+    device (rank k's GPU k), recorded at init."""
+    import types
+
+    cuda = _FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    sampler, clock = fake
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[recording_handler], sys_prof_cpu=False,
+                    sys_prof_memory=True)
+    prof.start()
+    drainer = threading.Thread(target=prof.system_profiler._drain, name="sysprof-drain")
+    drainer.start()
+    drainer.join()
+    prof.stop()
+    cuda_calls = [c for c in _calls(recording_handler) if c[0].startswith("memory/cuda/")]
+    assert cuda_calls and set(cuda.devices_read) == {3}
+    assert ("memory/cuda/current_allocated_mem", ("memory",), T0, {"current_allocated_mem": 4.0}) in cuda_calls
+    assert ("memory/cuda/alloc_retries", ("memory",), T0, {"alloc_retries": 3}) in cuda_calls
 
 
 def test_raising_handler_does_not_stop_sampling(fake, recording_handler):
