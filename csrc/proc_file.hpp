@@ -24,7 +24,6 @@ class ProcFile {
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }
   const std::string& path() const { return path_; }
-  bool is_open() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;

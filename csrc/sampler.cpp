@@ -73,16 +73,12 @@ Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log) :
   for (const auto& s : other.slots_) {
     std::string err;
     auto src = s.src->clone(cfg, err);
-    if (!src) {
-      // Cannot happen unless the file vanished in between; keep the layout with a NaN-only slot.
-      log.set(s.src->name(), err);
-      src = nullptr;
-    }
+    // A failed clone (the file vanished in between) keeps its place as a NaN-only slot, so the
+    // layout stays the original's.
+    if (!src) log.set(s.src->name(), err);
     slots_.push_back(Slot{std::move(src), width_, {}, {}});
     width_ += s.src->width();
   }
-  // Widths must match the original's even for a failed clone.
-  width_ = other.width_;
 }
 
 void Collector::sample(int64_t mono_ns, double* row) {

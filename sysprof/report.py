@@ -92,7 +92,7 @@ def join_channel(group: str, key: str) -> str:
 
 _UNIT_RULES = (  # (suffix or marker on the base name, unit)
     ("_bytes", "B"), ("bytes_", "B"), ("_percent", "%"), ("_seconds_total", "s"), ("_seconds", "s"),
-    ("_watts", "W"), ("_joules", "J"), ("_celsius", "\u00b0C"), ("_mhz", "MHz"), ("_hz", "Hz"),
+    ("_watts", "W"), ("_joules", "J"), ("_celsius", "\u00b0C"), ("_hz", "Hz"),
     # the Composer layout of sysprof.profile() / SystemProfiler: GB = 1e9 bytes, kB = 1e3 bytes
     ("_gb", "GB"), ("kb_", "kB"),
 )

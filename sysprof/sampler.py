@@ -157,7 +157,6 @@ class Sampler:
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
                                        sys_root=sys_root, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
-        self._index = {c: i for i, c in enumerate(self.channels)}
 
     @property
     def errors(self) -> Dict[str, str]:
