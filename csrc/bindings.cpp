@@ -15,13 +15,13 @@ PYBIND11_MODULE(_native, m) {
   py::class_<Sampler>(m, "NativeSampler")
       .def(py::init([](int64_t interval_ns, size_t capacity, bool cpu, bool per_cpu, bool memory, bool disk, bool net,
                        bool load, bool process, int64_t pid, std::string proc_root, std::string sys_root, bool gpu,
-                       bool pressure, bool cgroup) {
+                       bool pressure, bool cgroup, bool process_tree) {
              Config c;
              c.interval_ns = interval_ns;
              c.capacity = capacity;
              c.cpu = cpu, c.per_cpu = per_cpu, c.memory = memory, c.disk = disk, c.net = net;
              c.load = load, c.process = process, c.gpu = gpu;
-             c.pressure = pressure, c.cgroup = cgroup;
+             c.pressure = pressure, c.cgroup = cgroup, c.process_tree = process_tree;
              c.pid = pid;
              c.proc_root = std::move(proc_root);
              c.sys_root = std::move(sys_root);
@@ -31,7 +31,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("interval_ns"), py::arg("capacity"), py::arg("cpu"), py::arg("per_cpu"), py::arg("memory"),
            py::arg("disk"), py::arg("net"), py::arg("load"), py::arg("process"), py::arg("pid"),
            py::arg("proc_root"), py::arg("sys_root"), py::arg("gpu"), py::arg("pressure") = false,
-           py::arg("cgroup") = false)
+           py::arg("cgroup") = false, py::arg("process_tree") = false)
       .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
       .def_property_readonly("errors", &Sampler::errors)
       .def_property_readonly("devices", &Sampler::devices)

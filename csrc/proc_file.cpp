@@ -11,6 +11,12 @@ ProcFile::~ProcFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void ProcFile::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  len_ = 0;
+}
+
 bool ProcFile::open(const std::string& path, std::string& err, bool single_shot) {
   if (fd_ >= 0) ::close(fd_);
   path_ = path;

@@ -20,6 +20,9 @@ class ProcFile {
   // Re-reads the whole file into the buffer. Grows the buffer only if the file outgrew it
   // (rare; never in the steady state). Returns false with a message on failure.
   bool read(std::string& err);
+  // Closes the file (the buffer is kept for a later open). A closed file's read() fails.
+  void close();
+  bool is_open() const { return fd_ >= 0; }
 
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }

@@ -31,6 +31,7 @@ std::unique_ptr<Source> make_source(const std::string& name) {
   if (name == "net") return make_netdev_source();
   if (name == "load") return make_loadavg_source();
   if (name == "process") return make_process_source();
+  if (name == "process_tree") return make_process_tree_source();
   if (name == "pressure") return make_pressure_source();
   if (name == "cgroup") return make_cgroup_source();
   if (name == "gpu") return make_nvml_source();
@@ -45,6 +46,7 @@ std::vector<std::string> enabled_sources(const Config& cfg) {
   if (cfg.net) names.push_back("net");
   if (cfg.load) names.push_back("load");
   if (cfg.process) names.push_back("process");
+  if (cfg.process_tree) names.push_back("process_tree");
   if (cfg.pressure) names.push_back("pressure");
   if (cfg.cgroup) names.push_back("cgroup");
   if (cfg.gpu) names.push_back("gpu");

@@ -18,8 +18,8 @@ struct Config {
   int64_t interval_ns = 1000000;
   size_t capacity = 65536;
   bool cpu = true, per_cpu = false, memory = true, disk = true, net = true;
-  bool load = false, process = false, pressure = false, cgroup = false, gpu = false;
-  int64_t pid = -1;  // -1: this process (/proc/self); also whose cgroup the cgroup source reads
+  bool load = false, process = false, process_tree = false, pressure = false, cgroup = false, gpu = false;
+  int64_t pid = -1;  // -1: this process (/proc/self); the process_tree root; whose cgroup the cgroup source reads
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
 };
@@ -45,13 +45,14 @@ class Source {
   size_t width_ = 0;
 };
 
-// Sources by name: cpu, memory (with swap), disk, net, load, process, pressure, cgroup.
+// Sources by name: cpu, memory (with swap), disk, net, load, process, process_tree, pressure, cgroup.
 std::unique_ptr<Source> make_cpu_source();
 std::unique_ptr<Source> make_meminfo_source();
 std::unique_ptr<Source> make_diskstats_source();
 std::unique_ptr<Source> make_netdev_source();
 std::unique_ptr<Source> make_loadavg_source();
 std::unique_ptr<Source> make_process_source();
+std::unique_ptr<Source> make_process_tree_source();  // the process and its descendants, summed
 std::unique_ptr<Source> make_pressure_source();  // /proc/pressure/{cpu,memory,io}
 std::unique_ptr<Source> make_cgroup_source();    // cgroup v2 files of the sampled process
 std::unique_ptr<Source> make_nvml_source();  // gpu: NVML loaded with dlopen at run time

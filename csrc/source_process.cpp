@@ -1,49 +1,16 @@
 // /proc/<pid>/stat of one process (this one by default): RSS, CPU time and threads.
-// Field numbers are proc.rst's Table 1-4 (1-based; comm is field 2, state field 3).
 #include <cstring>
 #include <time.h>
 #include <unistd.h>
 
 #include "file_source.hpp"
+#include "proc_stat.hpp"
 
 namespace sysprof {
 namespace {
 
 constexpr const char* kChannels[] = {"process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
                                      "process/cpu_seconds_total", "process/num_threads"};
-
-struct Stat {
-  char state;
-  uint64_t utime, stime, vsize, rss;
-  int64_t num_threads;
-};
-
-bool parse_stat(const char* p, size_t n, Stat& s) {
-  // comm may itself hold ") " and blanks: the fields resume after the LAST ')'.
-  const char* close = nullptr;
-  for (const char* q = p + n; q > p;)
-    if (*--q == ')') {
-      close = q;
-      break;
-    }
-  if (!close) return false;
-  Cursor c{close + 1, p + n};
-  std::string_view state = next_token(c);  // field 3
-  if (state.empty()) return false;
-  s.state = state[0];
-  int64_t i;
-  for (int field = 4; field <= 24; ++field) {
-    switch (field) {
-      case 14: if (!parse_u64(c, s.utime)) return false; break;
-      case 15: if (!parse_u64(c, s.stime)) return false; break;
-      case 20: if (!parse_i64(c, s.num_threads)) return false; break;
-      case 23: if (!parse_u64(c, s.vsize)) return false; break;
-      case 24: if (!parse_i64(c, i)) return false; s.rss = i > 0 ? uint64_t(i) : 0; break;
-      default: if (!parse_i64(c, i)) return false;
-    }
-  }
-  return true;
-}
 
 class ProcessSource final : public FileSource {
  public:
@@ -76,7 +43,7 @@ class ProcessSource final : public FileSource {
   }
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
-    Stat s;
+    ProcStat s;
     if (!parse_stat(file_.data(), file_.size(), s)) {
       err = file_.path() + ": malformed";
       return false;
@@ -91,7 +58,7 @@ class ProcessSource final : public FileSource {
                               : int64_t(double(s.utime + s.stime) * 1e9 / tick_hz_);
     // An exiting process drops its memory map before it turns zombie (vsize 0; only kernel threads
     // have none otherwise): its memory and CPU read NaN then, never 0.
-    bool gone = s.state == 'Z' || s.state == 'X' || s.state == 'x' || s.vsize == 0;
+    bool gone = s.gone();
     double cpu_rate = cpu_.update(mono_ns, cpu_ns);  // ns of CPU per s
     if (out) {
       out[0] = gone ? kNaN : double(s.rss) * page_bytes_;

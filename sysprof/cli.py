@@ -1,7 +1,7 @@
 """The ``sysprof`` command line: record a workload, report on a trace, plot it, inspect the machine.
 
     sysprof record [-o TRACE] [--interval 1ms] [--cpu] [--per-cpu] [--memory] [--disk] [--net]
-                   [--gpu] [--load] [--process] [--pressure] [--cgroup] [--all] [--duration SECONDS]
+                   [--gpu] [--load] [--process] [--process-tree] [--pressure] [--cgroup] [--all] [--duration SECONDS]
                    [--kill-after SECONDS] [--capacity ROWS] [-- COMMAND ARGS...]
     sysprof report TRACE [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
     sysprof info [--json]
@@ -12,7 +12,7 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 ``sysprof.chrome_trace.ChromeTraceWriter``:
 
 * ``"ph": "M"`` ``process_name`` events naming the system-counter process (sysprof's own pid) and,
-  with ``--process``, the followed command's pid.
+  with ``--process`` or ``--process-tree``, the followed command's pid.
 * one ``"ph": "i"`` instant event named ``"sysprof start"`` whose args hold the recording metadata
   (``version``, ``command``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...);
 * ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
@@ -163,7 +163,8 @@ class EventBuilder:
             groups[group][1].append(key)
         self.groups = []
         for group, (idx, keys) in groups.items():
-            pid = process_pid if (process_pid is not None and group.split("/", 1)[0] == "process") else system_pid
+            followed = process_pid is not None and group.split("/", 1)[0] in ("process", "process_tree")
+            pid = process_pid if followed else system_pid
             self.groups.append((group, pid, np.asarray(idx, dtype=np.intp), tuple(keys)))
         self.float_ts = float_ts
         self.changes_only = changes_only
@@ -418,7 +419,7 @@ def _require_a_source(sampler, sources, follow_child: bool) -> None:
     """Raise CLIError when none of the requested ``sources`` (name -> bool) gives the sampler a channel; the
     command's own process (``follow_child``) is sampled later, by a second sampler, so it counts as there."""
     requested = [src for src, on in sources.items() if on and src != "per_cpu"]
-    if follow_child and "process" in requested:
+    if follow_child and ("process" in requested or "process_tree" in requested):
         return
     channels = tuple(sampler.channels)
     if any(source_available(src, channels) for src in requested):
@@ -487,11 +488,12 @@ class _Status:
 
 
 def _sources_from_args(args, have_target: bool, pid_given: bool = False):
-    names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process", "pressure", "cgroup")
+    names = ("cpu", "per_cpu", "memory", "disk", "net", "gpu", "load", "process", "process_tree", "pressure",
+             "cgroup")
     chosen = {n: bool(getattr(args, n)) for n in names}
     if args.all:
         chosen = {n: True for n in names}
-        chosen["process"] = have_target
+        chosen["process"] = chosen["process_tree"] = have_target
     elif not any(chosen.values()):
         chosen.update({n: True for n in DEFAULT_SOURCES})
         chosen["process"] = pid_given  # following a --pid: its process channels are the point
@@ -509,6 +511,8 @@ def cmd_record(args) -> int:
     target = bool(command) or args.pid is not None
     if args.process and not target:
         raise CLIError("--process follows a command (after --) or --pid PID; none given", status=2)
+    if args.process_tree and not target:
+        raise CLIError("--process-tree follows a command (after --) or --pid PID; none given", status=2)
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         raise CLIError(f"no such process: {args.pid}")
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
@@ -532,8 +536,10 @@ def cmd_record(args) -> int:
                   process=sources["process"], gpu=sources["gpu"], pressure=sources["pressure"],
                   cgroup=sources["cgroup"], backend=args.backend,
                   capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval))
-    follow_child = sources["process"] and bool(command)
-    if args.pid is not None and (sources["process"] or sources["cgroup"]):
+    if sources["process_tree"]:
+        kwargs["process_tree"] = True
+    follow_child = (sources["process"] or sources["process_tree"]) and bool(command)
+    if args.pid is not None and (sources["process"] or sources["process_tree"] or sources["cgroup"]):
         kwargs["pid"] = args.pid
 
     def make_sampler(**extra):
@@ -550,7 +556,7 @@ def cmd_record(args) -> int:
     signals = _Signals()
     try:
         # validate the arguments (and warm up discovery) before anything is spawned
-        sampler = make_sampler(process=False) if follow_child else make_sampler()
+        sampler = make_sampler(process=False, process_tree=False) if follow_child else make_sampler()
         _require_a_source(sampler, sources, follow_child)
         if output is None:
             writer, output = _open_output(ChromeTraceWriter, None, False)
@@ -612,7 +618,8 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     proc_pid = child.pid if child is not None else args.pid
     float_ts = args.interval < 1e-3
     channels = tuple(sampler.channels)
-    builder = EventBuilder(channels, my_pid, proc_pid if any(c.startswith("process/") for c in channels) else None,
+    follows = any(c.startswith(("process/", "process_tree/")) for c in channels)
+    builder = EventBuilder(channels, my_pid, proc_pid if follows else None,
                            float_ts=float_ts, changes_only=not args.every_row)
     cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
     t_start_ns = time.time_ns()
@@ -894,7 +901,7 @@ def gather_info() -> dict:
     sources = {}
     try:
         s = sysprof.Sampler(interval=0.01, cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
-                            process=True, gpu=True, pressure=True, cgroup=True)
+                            process=True, gpu=True, pressure=True, cgroup=True, process_tree=True)
         info["backend"] = s.backend
         errors = dict(s.errors)
         chans = list(s.channels)
@@ -903,7 +910,8 @@ def gather_info() -> dict:
         info["sampler_error"] = f"{type(e).__name__}: {e}"
         errors, chans = {}, []
     prefix = {"cpu": "cpu/", "memory": "memory/", "swap": "swap/", "disk": "disk/", "net": "net/", "load": "load/",
-              "process": "process/", "pressure": "pressure/", "cgroup": "cgroup/", "gpu": "gpu/"}
+              "process": "process/", "process_tree": "process_tree/", "pressure": "pressure/", "cgroup": "cgroup/",
+              "gpu": "gpu/"}
     for src, pre in prefix.items():
         n = sum(1 for c in chans if c.startswith(pre))
         if src in errors:
@@ -1037,10 +1045,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu", action="store_true", help="NVIDIA GPUs through NVML")
     g.add_argument("--process", action="store_true",
                    help="the command's own process (RSS, CPU, threads), not sysprof's")
+    g.add_argument("--process-tree", dest="process_tree", action="store_true",
+                   help="the command (or --pid) and all its descendants, e.g. DataLoader workers, summed "
+                        "(processes, RSS, CPU, threads)")
     g.add_argument("--pressure", action="store_true", help="pressure stall information (/proc/pressure)")
     g.add_argument("--cgroup", action="store_true",
                    help="memory, CPU and I/O of the cgroup v2 of --pid, else sysprof's (where COMMAND starts)")
-    g.add_argument("--all", action="store_true", help="every source (--process when there is a command)")
+    g.add_argument("--all", action="store_true",
+                   help="every source (--process and --process-tree when there is a command or --pid)")
     r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
     r.add_argument("--every-row", action="store_true",

@@ -159,7 +159,8 @@ class PsutilSampler:
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
                  cpu: bool, per_cpu: bool, memory: bool, disk: bool, net: bool, load: bool,
-                 process: bool, gpu: bool, pressure: bool = False, cgroup: bool = False) -> None:
+                 process: bool, gpu: bool, pressure: bool = False, cgroup: bool = False,
+                 process_tree: bool = False) -> None:
         self.interval = interval
         self.errors: Dict[str, str] = {}
         for name, enabled in (("pressure", pressure), ("cgroup", cgroup)):
@@ -169,7 +170,7 @@ class PsutilSampler:
             ("cpu", cpu, lambda: self._cpu(per_cpu)), ("memory", memory, self._memory),
             ("disk", disk, lambda: self._disk(sys_root)), ("net", net, self._net),
             ("load", load, self._load), ("process", process, lambda: self._process(pid)),
-            ("gpu", gpu, self._gpu))
+            ("process_tree", process_tree, lambda: self._process_tree(pid)), ("gpu", gpu, self._gpu))
             if enabled]
         self._gpu_state = None  # gpu_pynvml.NvmlState, shared by both readers
         self._readers = self._open_readers()
@@ -297,6 +298,64 @@ class PsutilSampler:
             return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
         return ["process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
                 "process/cpu_seconds_total", "process/num_threads"], read
+
+    TREE_MAX = 256  # members, as csrc/source_process_tree.cpp
+    TREE_DISCOVER_NS = 100_000_000
+
+    def _process_tree(self, pid: Optional[int]):
+        """The process and its descendants, summed, as csrc/source_process_tree.cpp: members re-found at
+        most every 100 ms, CPU time summed as per-member deltas (a member that exits takes nothing away
+        from the rate; its first reading is only a baseline)."""
+        root = psutil.Process(pid)
+        rate = TrailingRate()
+        st = {"members": {}, "next": 0, "acc": 0}  # members: pid -> [psutil.Process, last cpu ns or None]
+
+        def discover(now: int) -> None:
+            st["next"] = now + self.TREE_DISCOVER_NS
+            try:
+                kids = root.children(recursive=True)
+            except psutil.NoSuchProcess:
+                kids = []
+            if len(kids) >= self.TREE_MAX:
+                self.errors["process_tree"] = (f"process tree of {root.pid} has more than {self.TREE_MAX} processes; "
+                                               f"only the first {self.TREE_MAX} are summed")
+            old, members = st["members"], {}
+            for p in [root] + kids[:self.TREE_MAX - 1]:
+                m = old.get(p.pid)
+                members[p.pid] = m if m is not None and m[0] == p else [p, None]  # == : same pid and start time
+            st["members"] = members
+
+        def read(_t: int) -> List[float]:
+            if time.monotonic_ns() >= st["next"]:
+                discover(time.monotonic_ns())
+            n = threads = rss = total = 0
+            root_live = False
+            members = st["members"]
+            for mpid, m in list(members.items()):
+                p = m[0]
+                try:
+                    with p.oneshot():
+                        status, mem, nth, ct = p.status(), p.memory_info(), p.num_threads(), p.cpu_times()
+                except psutil.NoSuchProcess:  # reaped: gone until a discovery finds it again
+                    del members[mpid]
+                    continue
+                if status == psutil.STATUS_ZOMBIE or mem.vms == 0:
+                    continue
+                cpu_ns = round((ct.user + ct.system) * 1e9)
+                if m[1] is not None and cpu_ns > m[1]:
+                    st["acc"] += cpu_ns - m[1]
+                m[1] = cpu_ns
+                n += 1
+                threads += nth
+                rss += mem.rss
+                total += cpu_ns
+                root_live = root_live or mpid == root.pid
+            pct = rate.update(time.monotonic_ns(), st["acc"]) / 1e7
+            if not root_live:
+                return [NAN] * 5
+            return [float(n), float(rss), pct, total / 1e9, float(threads)]
+        return ["process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
+                "process_tree/cpu_seconds_total", "process_tree/num_threads"], read
 
     def _gpu(self):
         from .gpu_pynvml import open_gpu

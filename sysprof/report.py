@@ -59,7 +59,8 @@ def human_bytes(n: float) -> str:
 
 #: the channel-name prefixes of each sampler source (the keys of ``Sampler.errors``)
 SOURCE_PREFIXES = {"cpu": ("cpu/",), "memory": ("memory/", "swap/"), "disk": ("disk/",), "net": ("net/",),
-                   "load": ("load/",), "process": ("process/",), "pressure": ("pressure/",),
+                   "load": ("load/",), "process": ("process/",),
+                   "process_tree": ("process_tree/",), "pressure": ("pressure/",),
                    "cgroup": ("cgroup/",), "gpu": ("gpu/",)}
 
 

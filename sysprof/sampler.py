@@ -93,6 +93,10 @@ class Sampler:
         net: ``net/<nic>/...`` per interface from /proc/net/dev (totals and ``*_per_second``).
         load: ``load/1m``, ``load/5m``, ``load/15m``, ``load/procs_running``, ``load/procs_total``.
         process: ``process/*`` of ``pid`` (default: this process) from /proc/<pid>/stat.
+        process_tree: ``process_tree/*``: ``pid`` (default: this process) and all its descendants
+            (e.g. DataLoader workers), summed: ``num_processes``, ``rss_bytes``, ``cpu_percent``,
+            ``cpu_seconds_total`` (of the members alive now: drops when one exits), ``num_threads``.
+            Members are re-discovered at most every 100 ms; at most 256 are followed.
         pressure: ``pressure/{cpu,memory,io}/{some,full}_*`` stall information from /proc/pressure
             (Linux 4.20+ with PSI); a missing resource is left out and named in ``errors``.
         cgroup: ``cgroup/*`` memory, CPU and I/O of the cgroup v2 of ``pid`` (default: this process);
@@ -100,14 +104,14 @@ class Sampler:
         capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
-        pid: process to follow with ``process=True`` (and whose cgroup ``cgroup=True`` reads);
-            None for this process.
+        pid: process to follow with ``process=True`` / ``process_tree=True`` (and whose cgroup
+            ``cgroup=True`` reads); None for this process.
         gpu: GPU channels (``gpu/<index>/...``), where supported.
 
     Raises:
         ValueError: naming the argument, for an interval outside [1 µs, 1 day], a capacity outside
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
-            unavailable, a pid without process or cgroup, or a custom proc_root with psutil.
+            unavailable, a pid without process, process_tree or cgroup, or a custom proc_root with psutil.
 
     All channels are float64 in Prometheus base units (bytes, seconds, percent); see README.
     """
@@ -116,7 +120,8 @@ class Sampler:
                  memory: bool = True, disk: bool = True, net: bool = True, load: bool = False,
                  process: bool = False, capacity: int = 65536, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
-                 gpu: bool = False, pressure: bool = False, cgroup: bool = False) -> None:
+                 gpu: bool = False, pressure: bool = False, cgroup: bool = False,
+                 process_tree: bool = False) -> None:
         if (isinstance(interval, bool) or not isinstance(interval, (int, float))
                 or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
             raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
@@ -127,8 +132,9 @@ class Sampler:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
-        if pid is not None and not (process or cgroup):
-            raise ValueError("pid is only read by process=True or cgroup=True; enable one of them")
+        if pid is not None and not (process or process_tree or cgroup):
+            raise ValueError("pid is only read by process=True, process_tree=True or cgroup=True; "
+                             "enable one of them")
         ok, why = native_available()
         if proc_root != "/proc" and _native is not None:
             ok, why = True, ""  # a fixture tree needs no live /proc
@@ -140,7 +146,7 @@ class Sampler:
         self.interval = float(interval)
         self.capacity = capacity
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
-                     process=process, gpu=gpu, pressure=pressure, cgroup=cgroup)
+                     process=process, gpu=gpu, pressure=pressure, cgroup=cgroup, process_tree=process_tree)
         if self.backend == "native":
             try:
                 self._impl = _native.NativeSampler(
@@ -160,7 +166,8 @@ class Sampler:
 
     @property
     def errors(self) -> Dict[str, str]:
-        """Source name ("cpu", "memory", "disk", "net", "load", "process", "pressure", "cgroup", "gpu")
+        """Source name ("cpu", "memory", "disk", "net", "load", "process", "process_tree", "pressure",
+        "cgroup", "gpu")
         -> latest problem.
 
         A source that could not be opened has no channels; one failing later reads NaN for that row.

@@ -947,3 +947,33 @@ def test_plot_uses_decimal_byte_units_and_keeps_task_counts_apart(tmp_path, monk
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
     assert labels and all(lab.endswith(" MB") for lab in labels), labels  # 100 MB .. 199 MB, SI
     assert not any("MiB" in lab for lab in labels)
+
+
+SPAWN_TWO_BUSY = textwrap.dedent("""
+    import subprocess, sys, time
+    kids = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    time.sleep(1.0)
+    for k in kids:
+        k.kill()
+        k.wait()
+""")
+
+
+def test_record_process_tree_follows_the_commands_children(tmp_path):
+    trace = tmp_path / "tree.json"
+    proc = run_cli("record", "-q", "-o", trace, "--interval", "10ms", "--process-tree",
+                   "--", sys.executable, "-c", SPAWN_TWO_BUSY)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())
+    start = event(events, "sysprof start")
+    s = series(events)
+    n = [v for _, v in s["process_tree/num_processes"] if v is not None]
+    assert max(n) >= 3, n
+    # the counters are attributed to the followed command, not the recorder
+    tree = [e for e in events if e.get("ph") == "C" and e["name"] == "process_tree"]
+    assert tree and {e["pid"] for e in tree} == {start["args"]["pid"]} != {start["args"]["recorder_pid"]}
+    assert not any(c.startswith("cpu/") for c in s)  # only the source asked for
+
+
+def test_record_process_tree_needs_a_target():
+    assert_one_line_error(run_cli("record", "--process-tree", "--duration", "0.1"), rc=2)

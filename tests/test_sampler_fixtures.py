@@ -902,3 +902,102 @@ def test_threaded_path_on_fixture_tree(tmp_path):
     assert st["buffered"] == 0 and st["dropped"] == 0
     assert st["drained"] >= n
     assert len(s.drain()) == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# process_tree: a process and its descendants, from task/<tid>/children (or a /proc/*/stat scan)
+# --------------------------------------------------------------------------------------------------
+TREE_CHANNELS = (
+    "process_tree/num_processes",
+    "process_tree/rss_bytes",
+    "process_tree/cpu_percent",
+    "process_tree/cpu_seconds_total",
+    "process_tree/num_threads",
+)
+
+
+def _tree_v1_checks(s):
+    # v1: 100 (root: utime 100 stime 50, 2 threads, rss 1000 pages; its thread 105 forked 102),
+    # 101 (200+20, 3, 2000), 102 (300+30, 4, 3000), 103 (child of 101: 400+40, 5, 4000, comm with ')'),
+    # 200 unrelated (999+99, 7, 9999) and never counted.
+    assert s.channels == TREE_CHANNELS
+    row, window = take(s)
+    exact("num_processes", row["process_tree/num_processes"], 4.0)
+    exact("rss_bytes", row["process_tree/rss_bytes"], float((1000 + 2000 + 3000 + 4000) * PAGE))
+    exact("num_threads", row["process_tree/num_threads"], 14.0)
+    exact("cpu_seconds_total", row["process_tree/cpu_seconds_total"], (150 + 220 + 330 + 440) / CLK_TCK)
+    exact("cpu_percent", row["process_tree/cpu_percent"], 0.0)  # nothing moved since construction
+    return window
+
+
+def test_process_tree_sums_from_children_files(tmp_path):
+    tree = Tree("process_tree", tmp_path)
+    s, built = open_sampler(tree, process_tree=True, pid=100)
+    assert "process_tree" not in s.errors, s.errors
+    v1 = _tree_v1_checks(s)
+    tree.apply("v2")  # utime +10, +20, +30, +40 = +100 ticks in the tree (200's +500 is outside)
+    row, now = take(s)
+    exact("num_processes", row["process_tree/num_processes"], 4.0)
+    exact("cpu_seconds_total", row["process_tree/cpu_seconds_total"], (160 + 240 + 360 + 480) / CLK_TCK)
+    check_rate("process_tree/cpu_percent", row["process_tree/cpu_percent"], 100 * 100 / CLK_TCK, v1, now)
+
+    # v3: 103 has exited (101's children file no longer lists it) and 101 used 5 more ticks. The
+    # stat file still reads (a fixture file does not vanish as /proc does): only discovery, at most
+    # every 100 ms, drops it.
+    tree.apply("v3")
+    time.sleep(0.15)
+    row3, now3 = take(s)
+    exact("num_processes", row3["process_tree/num_processes"], 3.0)
+    exact("rss_bytes", row3["process_tree/rss_bytes"], float((1000 + 2000 + 3000) * PAGE))
+    exact("num_threads", row3["process_tree/num_threads"], 9.0)
+    # the total is over the live members, so it drops by 103's 480 ticks ...
+    exact("cpu_seconds_total", row3["process_tree/cpu_seconds_total"], (160 + 245 + 360) / CLK_TCK)
+    # ... but the rate sums per-member deltas: 101's +5 ticks, never negative
+    check_rate("process_tree/cpu_percent", row3["process_tree/cpu_percent"], 100 * 5 / CLK_TCK, now, now3)
+
+
+def test_process_tree_scans_stat_without_children_files(tmp_path):
+    tree = Tree("process_tree", tmp_path)
+    for f in list(Path(tree.proc).rglob("children")):
+        f.unlink()
+    s, built = open_sampler(tree, process_tree=True, pid=100)
+    check_error(s, "process_tree")
+    assert "CONFIG_PROC_CHILDREN" in s.errors["process_tree"]
+    _tree_v1_checks(s)
+
+
+def test_process_tree_root_is_self_by_default(tmp_path):
+    tree = Tree("process_tree", tmp_path)
+    (Path(tree.proc) / "self").symlink_to("101")
+    s, _ = open_sampler(tree, process_tree=True)
+    row = s.sample()
+    exact("num_processes", row["process_tree/num_processes"], 2.0)  # 101 and 103
+    exact("num_threads", row["process_tree/num_threads"], 8.0)
+
+
+def test_process_tree_member_cap(tmp_path):
+    proc = tmp_path / "proc"
+    line = "{pid} (w) S {ppid} 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 9 4096 1 0\n"
+    (proc / "1000" / "task" / "1000").mkdir(parents=True)
+    (proc / "1000" / "stat").write_text(line.format(pid=1000, ppid=1))
+    (proc / "1000" / "task" / "1000" / "children").write_text(" ".join(str(2000 + i) for i in range(300)) + "\n")
+    for i in range(300):
+        (proc / str(2000 + i) / "task" / str(2000 + i)).mkdir(parents=True)
+        (proc / str(2000 + i) / "stat").write_text(line.format(pid=2000 + i, ppid=1000))
+        (proc / str(2000 + i) / "task" / str(2000 + i) / "children").write_text("")
+    s = sysprof.Sampler(backend="native", proc_root=str(proc), pid=1000, **dict(OFF, process_tree=True))
+    check_error(s, "process_tree")
+    assert "256" in s.errors["process_tree"]
+    row = s.sample()
+    exact("num_processes", row["process_tree/num_processes"], 256.0)
+    exact("num_threads", row["process_tree/num_threads"], 256.0)
+
+
+def test_process_tree_root_gone_reads_nan(tmp_path):
+    tree = Tree("process_tree", tmp_path)
+    s, _ = open_sampler(tree, process_tree=True, pid=100)
+    tree.write("100/stat", (FIXTURES / "process_tree" / "v1" / "proc" / "100" / "stat").read_text()
+               .replace(" S 1 ", " Z 1 "))
+    row = s.sample()
+    for c in TREE_CHANNELS:
+        nan(c, row[c])

@@ -549,3 +549,56 @@ def test_psutil_zombie_process_reads_nan_memory_and_threads():
         child.wait()
     row = s.sample()  # reaped: nothing left to read
     assert all(math.isnan(v) for v in row.values()) and "process" in s.errors
+
+
+def _busy_children(n):
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+@pytest.mark.parametrize("backend", ["native", "psutil"])
+def test_process_tree_follows_busy_children(backend):
+    """Three busy children of this process show in process_tree (at most ~200 % on a 2-core machine,
+    plus this process), and leave it when killed."""
+    kids = _busy_children(3)
+    try:
+        time.sleep(0.2)  # started and spinning
+        s = Sampler(backend=backend, interval=0.01, pid=os.getpid(), **dict(OFF, process_tree=True))
+        assert s.channels == ("process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
+                              "process_tree/cpu_seconds_total", "process_tree/num_threads")
+        s.start()
+        time.sleep(0.5)
+        t_kill = time.time_ns()
+        for k in kids:
+            k.kill()
+        for k in kids:
+            k.wait()
+        time.sleep(0.3)  # > one discovery period
+        s.stop()
+    finally:
+        for k in kids:
+            if k.poll() is None:
+                k.kill()
+                k.wait()
+    b = s.drain()
+    before = b.timestamps_ns < t_kill - 50_000_000  # a row is stamped before it is read: leave a margin
+    n = b.column("process_tree/num_processes")
+    assert np.all(n[before] >= 4), n[before]
+    cpu = b.column("process_tree/cpu_percent")[before]
+    cpu = cpu[~np.isnan(cpu)]
+    assert cpu.size >= 20 and np.median(cpu) >= 150, (cpu.size, np.median(cpu) if cpu.size else None)
+    assert np.all(b.column("process_tree/cpu_percent")[~np.isnan(b.column("process_tree/cpu_percent"))] >= 0)
+    assert n[-1] <= n[before].min() - 3 and n[-1] >= 1, n
+    assert b.column("process_tree/rss_bytes")[-1] > 0
+
+
+def test_process_tree_native_vs_psutil_channels_and_self():
+    a = Sampler(backend="native", **dict(ALL, process_tree=True))
+    b = Sampler(backend="psutil", **dict(ALL, process_tree=True))
+    assert a.channels == b.channels
+    ra, rb = a.sample(), b.sample()
+    for r in (ra, rb):  # this process alone (pytest starts no children here)
+        assert r["process_tree/num_processes"] >= 1
+        assert r["process_tree/num_threads"] >= 1
+        assert r["process_tree/rss_bytes"] == pytest.approx(psutil.Process().memory_info().rss, rel=0.2)
+    with pytest.raises(ValueError, match="process_tree"):
+        Sampler(pid=os.getpid(), **OFF)
