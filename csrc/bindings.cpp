@@ -3,11 +3,63 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <exception>
+#include <type_traits>
+#include <vector>
+
 #include "sampler.hpp"
 
 namespace py = pybind11;
 using sysprof::Config;
 using sysprof::Sampler;
+
+namespace {
+
+// Retakes the GIL. Not a destructor, and not noexcept, on purpose: while the interpreter finalizes,
+// CPython ends a daemon thread that asks for the GIL with pthread_exit(), whose forced unwind must
+// pass through every frame up to the thread's start. Started in a noexcept frame (such as
+// gil_scoped_release's destructor) it calls std::terminate: SIGABRT at the exit of the host program.
+// The frames it unwinds own no Python object (see without_gil's callers), so nothing is released
+// without the GIL on the way.
+void retake_gil(PyThreadState* ts) { PyEval_RestoreThread(ts); }
+
+// Runs f() with the GIL released; its exception, if any, is rethrown once the GIL is back.
+template <class F>
+auto without_gil(F&& f) -> decltype(f()) {
+  using R = decltype(f());
+  PyThreadState* ts = PyEval_SaveThread();
+  std::exception_ptr error;
+  if constexpr (std::is_void_v<R>) {
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    retake_gil(ts);
+    if (error) std::rethrow_exception(error);
+  } else {
+    R result{};
+    try {
+      result = f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    retake_gil(ts);
+    if (error) std::rethrow_exception(error);
+    return result;
+  }
+}
+
+// A new array owned by a raw reference across a GIL-free section: if the thread is ended while it
+// waits for the GIL, the array leaks instead of being released without the GIL.
+template <class T>
+PyObject* new_array(std::initializer_list<py::ssize_t> shape, T*& data) {
+  py::array_t<T> a{std::vector<py::ssize_t>(shape)};
+  data = a.mutable_data();
+  return a.release().ptr();
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "sysprof native sampler: /proc readers, SPSC ring buffer and sampling thread";
@@ -25,8 +77,7 @@ PYBIND11_MODULE(_native, m) {
              c.pid = pid;
              c.proc_root = std::move(proc_root);
              c.sys_root = std::move(sys_root);
-             py::gil_scoped_release nogil;
-             return new Sampler(c);
+             return without_gil([&c] { return new Sampler(c); });
            }),
            py::arg("interval_ns"), py::arg("capacity"), py::arg("cpu"), py::arg("per_cpu"), py::arg("memory"),
            py::arg("disk"), py::arg("net"), py::arg("load"), py::arg("process"), py::arg("pid"),
@@ -36,18 +87,21 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("errors", &Sampler::errors)
       .def_property_readonly("devices", &Sampler::devices)
       .def_property_readonly("running", &Sampler::running)
-      .def("start", &Sampler::start, py::call_guard<py::gil_scoped_release>())
-      .def("stop", &Sampler::stop, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("inherited", &Sampler::inherited)
+      .def("start", [](Sampler& s) { without_gil([&s] { s.start(); }); })
+      .def("stop", [](Sampler& s) { without_gil([&s] { s.stop(); }); })
       .def("sample",
            [](Sampler& s) {
-             py::array_t<double> row{py::ssize_t(s.channels().size())};
-             double* p = row.mutable_data();
+             double* p;
+             PyObject* raw = new_array<double>({py::ssize_t(s.channels().size())}, p);
              int64_t ts;
-             {
-               py::gil_scoped_release nogil;
-               ts = s.sample_now(p);
+             try {
+               ts = without_gil([&s, p] { return s.sample_now(p); });
+             } catch (...) {
+               Py_DECREF(raw);
+               throw;
              }
-             return py::make_tuple(ts, row);
+             return py::make_tuple(ts, py::reinterpret_steal<py::object>(raw));
            })
       .def(
           "drain",
@@ -55,17 +109,14 @@ PYBIND11_MODULE(_native, m) {
             size_t n = s.buffered();
             if (max_rows >= 0) n = std::min(n, size_t(max_rows));
             size_t w = s.channels().size();
-            py::array_t<int64_t> ts{py::ssize_t(n)};
-            py::array_t<double> values({py::ssize_t(n), py::ssize_t(w)});
-            int64_t* tp = ts.mutable_data();
-            double* vp = values.mutable_data();
-            size_t got;
-            {
-              // The consumer lock is taken without the GIL, so no thread waits on one holding the other.
-              py::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(s.drain_mutex());
-              got = s.drain(n, tp, vp);
-            }
+            int64_t* tp;
+            double* vp;
+            PyObject* raw_ts = new_array<int64_t>({py::ssize_t(n)}, tp);
+            PyObject* raw_values = new_array<double>({py::ssize_t(n), py::ssize_t(w)}, vp);
+            // The consumer lock is taken without the GIL, so no thread waits on one holding the other.
+            size_t got = without_gil([&s, n, tp, vp] { return s.drain(n, tp, vp); });  // does not throw
+            auto ts = py::reinterpret_steal<py::array_t<int64_t>>(raw_ts);
+            auto values = py::reinterpret_steal<py::array_t<double>>(raw_values);
             if (got < n) {  // another thread drained in between
               py::slice rows(0, py::ssize_t(got), 1);
               return py::make_tuple(ts[rows], values[py::make_tuple(rows, py::slice(0, py::ssize_t(w), 1))]);

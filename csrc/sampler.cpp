@@ -152,15 +152,57 @@ double CostHistogram::quantile(double q) const {
   return kNaN;
 }
 
+namespace {
+
+// Bumped in the child of every fork(). pthread_atfork handlers run in the forking thread only, with
+// the other threads gone from the child: this one writes an atomic and takes no lock.
+std::atomic<uint64_t> fork_generation{0};
+void on_fork_child() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
+
+const char* kInheritedStart =
+    "this Sampler was made before fork() and its thread is in the parent process; make a new Sampler in this "
+    "process";
+
+}  // namespace
+
 Sampler::Sampler(const Config& cfg)
     : core_(std::make_shared<Core>(cfg, channels_)),
       devices_(core_->collector.devices()),
-      sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)) {}
+      sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)),
+      generation_(fork_generation.load(std::memory_order_relaxed)) {
+  (void)atfork_registered;
+}
 
-Sampler::~Sampler() { stop(); }
+bool Sampler::inherited() const { return generation_ != fork_generation.load(std::memory_order_relaxed); }
+
+Sampler::~Sampler() {
+  if (inherited()) {
+    // The parent's threads may hold these locks or use the core; none of them exists here. Leaked
+    // on purpose: no destructor may wait on them, and the NVML library must not be shut down here.
+    (void)thread_.release();
+    (void)sync_collector_.release();
+    (void)new std::shared_ptr<Core>(std::move(core_));
+    return;
+  }
+  stop();
+}
+
+std::map<std::string, std::string> Sampler::errors() const {
+  if (inherited()) return {{"sampler", "inherited through fork(): not running in this process"}};
+  return core_->log.snapshot();
+}
+
+size_t Sampler::drain(size_t max_rows, int64_t* ts, double* values) {
+  if (inherited()) return 0;
+  std::lock_guard<std::mutex> g(drain_mu_);
+  return core_->ring.pop(max_rows, ts, values);
+}
 
 void Sampler::start() {
-  if (thread_.joinable()) return;
+  if (inherited()) throw std::runtime_error(kInheritedStart);
+  std::lock_guard<std::mutex> life(life_mu_);
+  if (thread_) return;
   {
     std::lock_guard<std::mutex> g(core_->mu);
     if (!core_->done)
@@ -171,7 +213,7 @@ void Sampler::start() {
   }
   std::shared_ptr<Core> core = core_;
   try {
-    thread_ = std::thread([core] {
+    thread_ = std::make_unique<std::thread>([core] {
       // An exception must not escape a thread (std::terminate would end the host process), and
       // `done` must be set whatever happens so that stop() and a later start() work.
       try {
@@ -190,10 +232,17 @@ void Sampler::start() {
     core_->done = true;
     throw;
   }
+  running_.store(true, std::memory_order_release);
 }
 
 void Sampler::stop() {
-  if (!thread_.joinable()) return;
+  if (inherited()) {
+    (void)thread_.release();  // the parent's thread: neither joined nor detached here
+    return;
+  }
+  std::lock_guard<std::mutex> life(life_mu_);
+  if (!thread_) return;
+  running_.store(false, std::memory_order_release);
   Core& c = *core_;
   {
     std::lock_guard<std::mutex> g(c.mu);
@@ -207,7 +256,8 @@ void Sampler::stop() {
     done = c.done_cv.wait_for(lk, std::chrono::nanoseconds(kStopTimeoutNs), [&c] { return c.done; });
   }
   if (done) {
-    thread_.join();
+    thread_->join();
+    thread_.reset();
     return;
   }
   // Stuck in a call that cannot be interrupted (a hung driver). The thread holds its own reference
@@ -216,10 +266,12 @@ void Sampler::stop() {
   c.log.set(where ? where : "sampler",
             "sampling thread blocked in this source for over " + std::to_string(kStopTimeoutNs / 1000000) +
                 " ms at stop(); abandoned (it exits when the call returns)");
-  thread_.detach();
+  thread_->detach();
+  thread_.reset();
 }
 
 int64_t Sampler::sample_now(double* row) {
+  if (inherited()) throw std::runtime_error(kInheritedStart);
   std::lock_guard<std::mutex> g(sync_mu_);
   int64_t wall = wall_now_ns();
   sync_collector_->sample(mono_now_ns(), row);

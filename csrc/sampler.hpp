@@ -70,13 +70,20 @@ class CostHistogram {
   std::atomic<uint64_t> count_{0}, sum_{0}, max_{0};
 };
 
+// fork(): a child process inherits a Sampler but not its threads, and its locks may be held by
+// threads that do not exist there. In the child an inherited Sampler is inert: not running; stop()
+// and the destructor are instant no-ops that touch no thread and no lock and free nothing the
+// parent's threads share (it is leaked: a few objects, once per fork); start(), sample_now() throw;
+// drain() returns no rows (they are the parent's). The child makes its own Samplers.
 class Sampler {
  public:
   explicit Sampler(const Config& cfg);
   ~Sampler();
+  // True in a process forked after this Sampler was made.
+  bool inherited() const;
 
   const std::vector<std::string>& channels() const { return channels_; }
-  std::map<std::string, std::string> errors() const { return core_->log.snapshot(); }
+  std::map<std::string, std::string> errors() const;
   // Static facts about devices (GPU name, UUID, ...), from every source that has some.
   const std::vector<std::map<std::string, std::string>>& devices() const { return devices_; }
   // Starts the thread. Throws std::runtime_error while a thread abandoned by stop() is still stuck.
@@ -85,13 +92,13 @@ class Sampler {
   // (detaches) if it is stuck in a source call (a hung driver); it cleans up when the call returns.
   void stop();
   static constexpr int64_t kStopTimeoutNs = 2000000000;
-  bool running() const { return thread_.joinable(); }
+  bool running() const { return !inherited() && running_.load(std::memory_order_acquire); }
   // Synchronous sample from a second collector; rates relative to the previous call.
   int64_t sample_now(double* row);
-  // Consumer side of the ring; callers serialize through drain_mutex().
-  size_t drain(size_t max_rows, int64_t* ts, double* values) { return core_->ring.pop(max_rows, ts, values); }
-  std::mutex& drain_mutex() { return drain_mu_; }
-  size_t buffered() const { return size_t(core_->ring.counts().buffered); }
+  // Consumer side of the ring: copies up to max_rows of the oldest rows out (none when inherited).
+  // Thread-safe: concurrent callers are serialized.
+  size_t drain(size_t max_rows, int64_t* ts, double* values);
+  size_t buffered() const { return inherited() ? 0 : size_t(core_->ring.counts().buffered); }
 
   struct Stats {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
@@ -125,8 +132,11 @@ class Sampler {
   std::vector<std::map<std::string, std::string>> devices_;
   std::unique_ptr<Collector> sync_collector_;
   std::mutex sync_mu_;
-  std::thread thread_;
+  std::mutex life_mu_;  // serializes start() and stop() (and so every use of thread_)
+  std::unique_ptr<std::thread> thread_;  // a pointer, so that a child can forget it without detaching
+  std::atomic<bool> running_{false};
   std::mutex drain_mu_;
+  uint64_t generation_;  // fork generation of the process that made this Sampler
 };
 
 }  // namespace sysprof

@@ -23,6 +23,7 @@ import pathlib
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Optional, Sequence, Union
 
 import json
@@ -42,6 +43,18 @@ _B, _E, _I, _C, _RAW, _META, _TEXT = range(7)  # _RAW: external event; _META: ou
 _TS_SENTINEL = "\x01ts\x01"
 _VALUE_SENTINEL = "\x01v\x01"
 _PH = ("B", "E", "i", "C")
+
+
+_LIVE: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for handler in list(_LIVE):
+        handler._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _torch_dist() -> Any:
@@ -164,6 +177,7 @@ class JSONTraceHandler(TraceHandler):
 
         self._pending: collections.deque = collections.deque()
         self._lock = threading.RLock()
+        _LIVE.add(self)  # for the fork handler above
         self._folder: Optional[str] = None
         self._writer: Optional[ChromeTraceWriter] = None
         self._merged_writer: Optional[ChromeTraceWriter] = None
@@ -176,6 +190,14 @@ class JSONTraceHandler(TraceHandler):
         self._cycle_has_metadata = False
         self._template_for: Any = None  # CounterRows.series the cached row template was built for
         self._template = ""
+        self._forked = False  # inherited through fork(): the files are the parent's
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker, a pre-forked server) inherits this handler with the parent's files
+        and locks, possibly held by the parent's threads: here it writes, saves, moves and removes nothing."""
+        self._lock = threading.RLock()
+        self._forked = True
+        self._pending.clear()
 
     # ------------------------------------------------------------------ events (hot path: append only)
     def process_duration_event(self, name: str, categories: Union[list, tuple], is_start: bool, timestamp: Any,
@@ -268,6 +290,9 @@ class JSONTraceHandler(TraceHandler):
 
     def _write_pending(self) -> None:
         """Encode and write every buffered event (no-op before ``init``, when the folder is not known yet)."""
+        if self._forked:
+            self._pending.clear()
+            return
         with self._lock:
             if self._folder is None:
                 return
@@ -295,6 +320,8 @@ class JSONTraceHandler(TraceHandler):
 
     def flush(self) -> None:
         """Write buffered events and flush the current cycle's partial file to the operating system."""
+        if self._forked:
+            return
         with self._lock:
             self._write_pending()
             if self._writer is not None:
@@ -362,6 +389,8 @@ class JSONTraceHandler(TraceHandler):
             self._save_at_batch_end = True
 
     def batch_end(self, state: Any, logger: Any) -> None:
+        if self._forked:
+            return
         if self._save_at_batch_end:
             self._save(state, logger, final=False)
             self._is_trace_active = False
@@ -370,6 +399,8 @@ class JSONTraceHandler(TraceHandler):
     def close(self, state: Any, logger: Any) -> None:
         """Write buffered events; save the events recorded since the last save as a last cycle file; finish the
         merged trace."""
+        if self._forked:
+            return
         with self._lock:
             self._write_pending()
             writer = self._writer
@@ -390,6 +421,8 @@ class JSONTraceHandler(TraceHandler):
 
     # ------------------------------------------------------------------ saving
     def _save(self, state: Any, logger: Any, final: bool) -> None:
+        if self._forked:
+            return
         timestamp = state.timestamp
         with self._lock:
             self._write_pending()

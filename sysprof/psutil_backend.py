@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -40,6 +41,19 @@ MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_
                    "memory/free_bytes", "memory/buffers_bytes", "memory/cached_bytes",
                    "memory/dirty_bytes", "memory/writeback_bytes", "memory/used_percent",
                    "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
+
+
+# Every PsutilSampler, so that a forked child can release the locks their threads held in the parent.
+_LIVE: "weakref.WeakSet[PsutilSampler]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for sampler in list(_LIVE):
+        sampler._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Counter:
@@ -192,6 +206,13 @@ class PsutilSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        _LIVE.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        """The sampling thread is not in a forked child and may have held the lock: start over unlocked."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
 
     def _open_readers(self):
         """(name, channel names, read function) per usable source; a failing one is left out."""
@@ -439,9 +460,12 @@ class PsutilSampler:
     def stats(self) -> Dict[str, float]:
         with self._lock:
             head, tail, dropped = self._head, self._tail, self._dropped
-        costs = np.asarray(self._costs[-10000:], dtype=np.float64)
+        # Plain Python, not numpy's percentile: numpy's partition releases the GIL inside C++ code, which
+        # aborts the process when a daemon thread is there as the interpreter exits.
+        costs = sorted(self._costs[-10000:])
+        n = len(costs)
         return {"taken": head + dropped, "dropped": dropped, "drained": tail,
                 "buffered": head - tail, "missed_deadlines": self._missed,
-                "sample_ns_mean": float(costs.mean()) if costs.size else NAN,
-                "sample_ns_p99": float(np.percentile(costs, 99)) if costs.size else NAN,
-                "sample_ns_max": float(costs.max()) if costs.size else NAN}
+                "sample_ns_mean": sum(costs) / n if n else NAN,
+                "sample_ns_p99": float(costs[max(0, math.ceil(0.99 * n) - 1)]) if n else NAN,  # nearest rank
+                "sample_ns_max": float(costs[-1]) if n else NAN}

@@ -44,6 +44,22 @@ def native_available() -> Tuple[bool, str]:
 
 _warned_fallback = False
 
+# Bumped in the child of every fork(): a Sampler made in an earlier generation was inherited and its
+# thread is in the parent (the native extension keeps its own count through pthread_atfork).
+_fork_generation = 0
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+_INHERITED = ("this Sampler was made before fork() and its thread is in the parent process; "
+              "make a new Sampler in this process")
+
 
 def _warn_fallback(why: str) -> None:
     """Says once per process that sysprof runs on psutil, and why (a missing build on Linux is a bug)."""
@@ -145,6 +161,7 @@ class Sampler:
             _warn_fallback(why)
         self.interval = float(interval)
         self.capacity = capacity
+        self._generation = _fork_generation
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
                      process=process, gpu=gpu, pressure=pressure, cgroup=cgroup, process_tree=process_tree)
         if self.backend == "native":
@@ -165,6 +182,13 @@ class Sampler:
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
 
     @property
+    def inherited(self) -> bool:
+        """True in a process forked after this Sampler was made: there it is not running, ``stop()`` and
+        ``del`` do nothing, ``drain()`` returns no rows (they are the parent's) and ``start()`` and
+        ``sample()`` raise RuntimeError. Make a new Sampler in the child instead."""
+        return self._generation != _fork_generation
+
+    @property
     def errors(self) -> Dict[str, str]:
         """Source name ("cpu", "memory", "disk", "net", "load", "process", "process_tree", "pressure",
         "cgroup", "gpu")
@@ -172,6 +196,8 @@ class Sampler:
 
         A source that could not be opened has no channels; one failing later reads NaN for that row.
         """
+        if self.inherited:
+            return {"sampler": "inherited through fork(): not running in this process"}
         return dict(self._impl.errors)
 
     @property
@@ -188,18 +214,23 @@ class Sampler:
 
     @property
     def running(self) -> bool:
-        return bool(self._impl.running)
+        return not self.inherited and bool(self._impl.running)
 
     def start(self) -> "Sampler":
-        """Starts the sampling thread. Raises RuntimeError if it is already running."""
+        """Starts the sampling thread. Raises RuntimeError if it is already running, or if the Sampler
+        was inherited through fork()."""
+        if self.inherited:
+            raise RuntimeError(_INHERITED)
         if self._impl.running:
             raise RuntimeError("Sampler is already running")
         self._impl.start()
         return self
 
     def stop(self) -> None:
-        """Stops and joins the sampling thread; rows stay buffered for ``drain()``. Idempotent."""
-        self._impl.stop()
+        """Stops and joins the sampling thread; rows stay buffered for ``drain()``. Idempotent; a no-op
+        in a forked child for an inherited Sampler."""
+        if not self.inherited:
+            self._impl.stop()
 
     def __enter__(self) -> "Sampler":
         return self.start()
@@ -214,6 +245,8 @@ class Sampler:
         """
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
             raise ValueError(f"max_rows must be a non-negative integer or None, got {max_rows!r}")
+        if self.inherited:
+            return Batch(np.zeros(0, dtype=np.int64), np.zeros((0, len(self.channels))), self.channels)
         ts, values = self._impl.drain(-1 if max_rows is None else max_rows)
         return Batch(ts, values, self.channels)
 
@@ -223,6 +256,8 @@ class Sampler:
         Rates and percents are relative to the previous ``sample()`` call (or to construction).
         Returns a dict channel -> float.
         """
+        if self.inherited:
+            raise RuntimeError(_INHERITED)
         _, row = self._impl.sample()
         return dict(zip(self.channels, row.tolist()))
 
@@ -239,5 +274,5 @@ class Sampler:
 
     def __del__(self) -> None:
         impl = getattr(self, "_impl", None)
-        if impl is not None:
+        if impl is not None and not self.inherited:
             impl.stop()
