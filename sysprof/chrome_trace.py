@@ -5,6 +5,10 @@ newline ``]`` newline. A ``.gz`` suffix (any case: ``.json.GZ`` too) means gzip 
 be missing, so a file cut short by a crash is still a trace: :func:`read_trace` accepts it (dropping a partial last
 event) and :func:`repair_trace` rewrites it as strict JSON.
 
+A recorder that streams a trace holds an advisory ``flock`` write lock on it (:func:`lock_trace`); :func:`repair_trace`
+takes the same lock, so it refuses a trace that is still being written. The kernel drops the lock when the holder's
+descriptor closes, however the holder ends (SIGKILL included).
+
 Event objects are written with the standard library's ``json`` (ASCII output). Strict JSON cannot represent float
 NaN and +/-inf: in the args of a counter event (``"ph": "C"``) such a key is left out (:func:`counter_args`, the one
 finiteness rule of every sysprof writer: a reader takes a missing key as unknown); anywhere else it is written as
@@ -13,6 +17,8 @@ finiteness rule of every sysprof writer: a reader takes a missing key as unknown
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import gzip
 import io
 import json
@@ -24,7 +30,8 @@ import weakref
 import zlib
 from typing import Any, Iterable, Union
 
-__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path"]
+__all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path",
+           "lock_trace", "TraceBusyError"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -99,6 +106,8 @@ class ChromeTraceWriter:
     Args:
         path: file to create.
         overwrite: replace an existing file instead of raising.
+        fd: an open, writable descriptor to write to instead of opening ``path`` (which then only names the
+            file, and decides gzip). The writer owns it and closes it in :meth:`close`.
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false.
@@ -109,13 +118,27 @@ class ChromeTraceWriter:
         path (pathlib.Path): the file being written.
     """
 
-    def __init__(self, path: PathLike, *, overwrite: bool = False) -> None:
+    def __init__(self, path: PathLike, *, overwrite: bool = False, fd: Union[int, None] = None) -> None:
         self.path = pathlib.Path(path)
-        mode = "w" if overwrite else "x"
-        if is_gzip_path(self.path):
-            self._file: Any = io.TextIOWrapper(gzip.open(self.path, mode + "b"), encoding="ascii", newline="\n")
+        self._raw: Any = None  # the descriptor's file object under a GzipFile, which does not close it
+        gz = is_gzip_path(self.path)
+        if fd is not None:
+            raw = os.fdopen(fd, "wb")
+            try:
+                if gz:
+                    binary: Any = gzip.GzipFile(filename=os.fspath(self.path), mode="wb", fileobj=raw)
+                    self._raw = raw
+                else:
+                    binary = raw
+            except BaseException:
+                raw.close()
+                raise
+            self._file: Any = io.TextIOWrapper(binary, encoding="ascii", newline="\n")
+        elif gz:
+            mode = "wb" if overwrite else "xb"
+            self._file = io.TextIOWrapper(gzip.open(self.path, mode), encoding="ascii", newline="\n")
         else:
-            self._file = open(self.path, mode, encoding="ascii", newline="\n")
+            self._file = open(self.path, "w" if overwrite else "x", encoding="ascii", newline="\n")
         self._closed = False
         self._count = 0
         self._bytes = 0
@@ -187,7 +210,11 @@ class ChromeTraceWriter:
             self._put("\n]\n")
         finally:
             self._closed = True
-            self._file.close()
+            try:
+                self._file.close()
+            finally:
+                if self._raw is not None:
+                    self._raw.close()
 
     @property
     def bytes_written(self) -> int:
@@ -213,11 +240,14 @@ class ChromeTraceWriter:
 
 def _read_text(path: PathLike) -> str:
     """Whole text of ``path``, decompressing ``.gz``; a truncated gzip stream yields the data decoded so far."""
-    if not is_gzip_path(path):
-        with open(path, "r", encoding="utf-8") as f:
-            return f.read()
     with open(path, "rb") as f:
-        data = f.read()
+        return _decode(f.read(), is_gzip_path(path))
+
+
+def _decode(data: bytes, gz: bool) -> str:
+    """Text of a trace file's bytes (UTF-8); ``gz``: decompress, keeping what a truncated stream decodes to."""
+    if not gz:
+        return data.decode("utf-8")
     chunks = []
     while data:  # one gzip member per iteration; stop at a truncated or corrupt one, keeping its decoded part
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -283,29 +313,93 @@ def read_trace(path: PathLike) -> list:
     return _parse_events(_read_text(path))
 
 
+class TraceBusyError(BlockingIOError):
+    """Another process holds the trace's lock (:func:`lock_trace`): it is still writing the trace.
+
+    Attributes:
+        path: the trace, as given.
+        pid (int | None): the holder's process id where ``/proc/locks`` tells it.
+    """
+
+    def __init__(self, path: PathLike, pid: Union[int, None]):
+        self.path = os.fspath(path)
+        self.pid = pid
+        who = f"process {pid}" if pid else "another process"
+        super().__init__(errno.EWOULDBLOCK, f"{self.path} is being written by {who} (it holds the trace's lock)")
+
+
+def lock_trace(fd: int, path: PathLike) -> None:
+    """Take the advisory write lock on the open trace ``fd`` (``flock(LOCK_EX | LOCK_NB)``), without waiting.
+
+    The lock belongs to the open file description: it lasts until every descriptor of it is closed, and the kernel
+    releases it when the holder exits, however it ends. Open ``fd`` close-on-exec (Python's default) so that no
+    child process keeps it. ``path`` only names the file in the error.
+
+    Raises:
+        TraceBusyError: another open file description holds the lock.
+        OSError: the file system refuses the call.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise TraceBusyError(path, _lock_holder(fd)) from None
+
+
+def _lock_holder(fd: int) -> Union[int, None]:
+    """The pid ``/proc/locks`` gives for the FLOCK lock on ``fd``'s file, or None where it does not say."""
+    st = os.fstat(fd)
+    try:
+        with open("/proc/locks", "r", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:  # "1: FLOCK  ADVISORY  WRITE 1234 fd:00:5678 0 EOF" (device numbers in hex)
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":  # "->" lines are waiters
+            continue
+        try:
+            major, minor, ino = fields[5].split(":")
+            if (int(major, 16), int(minor, 16), int(ino)) == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino):
+                pid = int(fields[4])
+                return pid if pid > 0 else None
+        except ValueError:
+            continue
+    return None
+
+
 def repair_trace(path: PathLike) -> int:
     """Rewrite a (possibly truncated) trace file at ``path`` as strict JSON, keeping every complete event.
 
-    The file is replaced atomically (written next to it, then renamed); its compression follows its name.
+    A symbolic link is followed: the file it points to is repaired and the link kept. That file is replaced
+    atomically (written next to it, then renamed over it) with its permission bits; its compression follows its
+    name (or its gzip content). The trace's lock (:func:`lock_trace`) is held meanwhile, so a trace still being recorded is refused.
 
     Returns:
         int: the number of events kept.
 
     Raises:
+        TraceBusyError: a recorder is still writing the trace.
         FileNotFoundError / OSError / ValueError: as :func:`read_trace`, or the directory is not writable.
     """
-    path = pathlib.Path(path)
-    events = read_trace(path)
-    fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if is_gzip_path(path) else ".json",
-                               dir=path.parent)
-    os.close(fd)
+    real = pathlib.Path(os.path.realpath(path))
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        with ChromeTraceWriter(tmp, overwrite=True) as writer:
-            writer.write_many(events)
-        os.chmod(tmp, os.stat(path).st_mode & 0o7777)  # keep the original permissions, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        lock_trace(fd, path)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            text = f.read()
+        mode = os.fstat(fd).st_mode & 0o7777
+        gz = is_gzip_path(real) or text[:2] == b"\x1f\x8b"  # a link named .gz to a gzip file of another name
+        events = _parse_events(_decode(text, gz))
+        tmp_fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if gz else ".json", dir=real.parent)
+        try:
+            with ChromeTraceWriter(tmp, fd=tmp_fd) as writer:
+                writer.write_many(events)
+            os.chmod(tmp, mode)  # keep the original permissions, not mkstemp's 0600
+            os.replace(tmp, real)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+    finally:
+        os.close(fd)
     return len(events)

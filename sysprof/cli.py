@@ -12,9 +12,10 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 ``sysprof.chrome_trace.ChromeTraceWriter``:
 
 * ``"ph": "M"`` ``process_name`` events naming the system-counter process (sysprof's own pid) and,
-  with ``--process`` or ``--process-tree``, the followed command's pid.
+  with ``--process`` or ``--process-tree``, the followed command's pid (``PROGRAM (pid N)``).
 * one ``"ph": "i"`` instant event named ``"sysprof start"`` whose args hold the recording metadata
-  (``version``, ``command``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...);
+  (``version``, ``command_line``, ``interval_s``, ``backend``, ``channels``, ``errors``, ...); the command line,
+  every argument included, is written there and nowhere else (the followed process is named by its program);
 * ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
   ``{"name": "a/b", "args": {"c": value}}``. A NaN (unknown) or +/-inf value (e.g. a cgroup limit of
   ``max``) is left out of its event (``chrome_trace.counter_args``); an event with no value left is not
@@ -30,6 +31,7 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -39,6 +41,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -377,42 +380,122 @@ def _resolve_command(argv):
     return found
 
 
-def _open_output(writer_class, output, force):
-    """``(writer, path)`` for the trace. Without ``-o``: a new ``sysprof-YYYYmmdd-HHMMSS[-N].json`` in the
-    current directory, the first such name that does not exist (created exclusively: never overwritten)."""
-    if output is not None:
+class _Output:
+    """The trace file of ``record``: opened once, before the command starts, never through a symbolic link, and
+    locked while recorded.
+
+    The file is created exclusively (O_EXCL) or, with ``force``, the existing one is opened without truncating
+    it; O_NOFOLLOW makes the kernel refuse a symbolic link at the name, dangling or not, so nothing is written
+    through one (the link is left as it is; directories above may be links). A regular file is then locked
+    (``chrome_trace.lock_trace``: flock, close-on-exec so the command never holds it; the kernel drops it when
+    sysprof ends, even by SIGKILL, so ``repair`` can then run) and a second recorder fails before its command
+    starts. :meth:`truncate` empties an existing file once the command runs; :meth:`writer` hands the descriptor
+    to the trace writer."""
+
+    FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def __init__(self, path: str, force: bool):
+        self.path = path
+        self.created = False  # whether the file is ours to remove when recording cannot start
+        self.ident = None     # (st_dev, st_ino) of the file opened
+        for _ in range(5):  # retried only when the name changes hands between the open and the lock
+            try:
+                self.fd = os.open(path, self.FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+                self.created = True
+            except FileExistsError:
+                if not force:
+                    raise CLIError(f"output exists: {path} (use --force to overwrite)") from None
+                try:
+                    self.fd = os.open(path, self.FLAGS)
+                except FileNotFoundError:
+                    continue  # removed in between: create it
+                except OSError as e:
+                    raise self._error(e) from None
+            except OSError as e:
+                raise self._error(e) from None
+            if self._lock():
+                return
+        raise CLIError(f"cannot write {path}: it was replaced while being opened, again and again")
+
+    def _error(self, e: OSError) -> CLIError:
+        if e.errno == errno.ELOOP and os.path.islink(self.path):
+            return _symlink_error(self.path)
+        if isinstance(e, IsADirectoryError):
+            return CLIError(f"output is a directory: {self.path}", status=2)
+        return CLIError(f"cannot write {self.path}: {e.strerror or e}")
+
+    def _lock(self) -> bool:
+        """Lock a regular file; False (closed) when ``path`` no longer names the file opened."""
+        from sysprof.chrome_trace import TraceBusyError, lock_trace
+
+        st = os.fstat(self.fd)
+        self.ident = (st.st_dev, st.st_ino)
+        if not stat.S_ISREG(st.st_mode):
+            return True  # a device such as /dev/null: nothing to lock or truncate
         try:
-            return writer_class(output, overwrite=force), output
-        except FileExistsError:
-            raise CLIError(f"output exists: {output} (use --force to overwrite)") from None
-        except IsADirectoryError:
-            raise CLIError(f"output is a directory: {output}", status=2) from None
-        except OSError as e:
-            raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
+            lock_trace(self.fd, self.path)
+        except TraceBusyError as e:
+            self.close()
+            who = f"pid {e.pid}" if e.pid else "another process"
+            raise CLIError(f"output is in use: {self.path} is locked by {who} (another sysprof record or "
+                           f"repair)") from None
+        except OSError:
+            pass  # a file system without flock: record unlocked, as before
+        try:
+            now = os.lstat(self.path)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self.ident:
+            self.close()
+            return False
+        return True
+
+    def truncate(self) -> None:
+        if stat.S_ISREG(os.fstat(self.fd).st_mode):
+            os.ftruncate(self.fd, 0)
+
+    def writer(self, writer_class):
+        fd, self.fd = self.fd, None
+        return writer_class(self.path, fd=fd)
+
+    def discard(self) -> None:
+        """Recording did not start: remove the file if this run created it (still locked, by this descriptor or
+        the writer's), then close this descriptor if not handed on."""
+        if self.created and self.ident is not None:
+            try:
+                now = os.lstat(self.path)
+                if (now.st_dev, now.st_ino) == self.ident:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _symlink_error(path: str) -> CLIError:
+    return CLIError(f"output is a symbolic link: {path} -> {os.readlink(path)} (sysprof never writes through "
+                    f"a link; give the file's own path)")
+
+
+def _open_output(output, force):
+    """The :class:`_Output` for ``-o`` (None: a new ``sysprof-YYYYmmdd-HHMMSS[-N].json`` in the current directory,
+    the first such name that is not taken by anything, symbolic links included: created exclusively)."""
+    if output is not None:
+        return _Output(output, force)
     stem = time.strftime("sysprof-%Y%m%d-%H%M%S")
     for n in range(10000):
         path = f"{stem}.json" if n == 0 else f"{stem}-{n}.json"
         try:
-            return writer_class(path, overwrite=False), path
-        except FileExistsError:
-            continue
-        except OSError as e:
-            raise CLIError(f"cannot write {path}: {e.strerror or e}") from None
+            return _Output(path, False)
+        except CLIError:
+            if os.path.lexists(path):
+                continue
+            raise
     raise CLIError(f"cannot find an unused name {stem}-N.json; give -o TRACE")
-
-
-def _probe_output(output) -> bool:
-    """Check that ``output`` (given with ``-o``) can be written, without truncating an existing file. Returns
-    whether the check created the file (then it is removed if recording cannot start)."""
-    existed = os.path.lexists(output)
-    try:
-        with open(output, "ab"):
-            pass
-    except IsADirectoryError:
-        raise CLIError(f"output is a directory: {output}", status=2) from None
-    except OSError as e:
-        raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
-    return not existed
 
 
 def _require_a_source(sampler, sources, follow_child: bool) -> None:
@@ -522,6 +605,8 @@ def cmd_record(args) -> int:
     # ---- pre-flight: nothing runs before these pass ----
     if output == "-":
         raise CLIError("writing to stdout is not supported; give -o FILE", status=2)
+    if output is not None and os.path.islink(output):
+        raise _symlink_error(output)  # checked for a clear message; the open refuses a link too (O_NOFOLLOW)
     if output is not None and os.path.isdir(output):
         raise CLIError(f"output is a directory: {output}", status=2)
     if command:
@@ -550,19 +635,15 @@ def cmd_record(args) -> int:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
     # Nothing touches an existing output until the arguments, the sources and the command have passed: it is
-    # truncated only once the command runs (a new default-named file is created exclusively, before).
-    sampler = child = writer = None
-    created = False  # whether the output file is ours to remove on a failure
+    # opened and locked before the command starts, and truncated only once the command runs.
+    sampler = child = writer = out = None
     signals = _Signals()
     try:
         # validate the arguments (and warm up discovery) before anything is spawned
         sampler = make_sampler(process=False, process_tree=False) if follow_child else make_sampler()
         _require_a_source(sampler, sources, follow_child)
-        if output is None:
-            writer, output = _open_output(ChromeTraceWriter, None, False)
-            created = True
-        else:
-            created = _probe_output(output)
+        out = _open_output(output, args.force)
+        output = out.path
         if not follow_child:
             sampler.start()  # before the command starts, so its start-up is in the trace
         signals.install()
@@ -578,9 +659,11 @@ def cmd_record(args) -> int:
             signals.child_pid = child.pid
             for sig in list(signals.received):  # arrived while the command was being started
                 signals.send(sig)
-        if writer is None:
-            writer, output = _open_output(ChromeTraceWriter, output, True)  # checked above; truncated only now
-            created = True
+        try:
+            out.truncate()
+            writer = out.writer(ChromeTraceWriter)
+        except OSError as e:
+            raise CLIError(f"cannot write {output}: {e.strerror or e}") from None
         if follow_child:
             sampler = make_sampler(pid=child.pid)
             sampler.start()
@@ -588,13 +671,10 @@ def cmd_record(args) -> int:
         signals.restore()
         if sampler is not None:
             sampler.stop()
+        if out is not None:
+            out.discard()  # before the writer closes: the file goes while still locked
         if writer is not None:
             writer.close()
-        if created and os.path.isfile(output):  # the trace we created (never a device such as /dev/null)
-            try:
-                os.unlink(output)
-            except OSError:
-                pass
         if child is not None and child.poll() is None:  # pragma: no cover - only on a sampler failure
             child.popen.kill()
             child.popen.wait()
@@ -621,20 +701,19 @@ def _record_loop(args, sysprof, sampler, writer, child, signals, command, output
     follows = any(c.startswith(("process/", "process_tree/")) for c in channels)
     builder = EventBuilder(channels, my_pid, proc_pid if follows else None,
                            float_ts=float_ts, changes_only=not args.every_row)
+    # the command line (arguments, secrets among them, included) is written once: the start event's command_line
     cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
     t_start_ns = time.time_ns()
     ts0 = t_start_ns / 1000.0 if float_ts else t_start_ns // 1000
 
-    head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0,
-             "args": {"name": "sysprof: system" + (f" ({cmdline})" if cmdline else "")}},
+    head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0, "args": {"name": "sysprof: system"}},
             {"name": "process_sort_index", "ph": "M", "pid": my_pid, "tid": 0, "args": {"sort_index": 0}}]
     if builder.groups and proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in builder.groups):
-        head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0,
-                  "args": {"name": cmdline[:200] or f"pid {proc_pid}"}},
+        name = f"{os.path.basename(command[0])} (pid {proc_pid})" if command else f"pid {proc_pid}"
+        head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                  {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
     meta = {
         "version": _version(),
-        "command": command,
         "command_line": cmdline,
         "pid": proc_pid,
         "recorder_pid": my_pid,
@@ -966,12 +1045,16 @@ def cmd_info(args) -> int:
 
 def cmd_repair(args) -> int:
     _import_sysprof()
-    from sysprof.chrome_trace import repair_trace
+    from sysprof.chrome_trace import TraceBusyError, repair_trace
 
     if not os.path.exists(args.trace):
         raise CLIError(f"no such file: {args.trace}")
     try:
         n = repair_trace(args.trace)
+    except TraceBusyError as e:
+        who = f"pid {e.pid}" if e.pid else "another process"
+        raise CLIError(f"cannot repair {args.trace}: it is locked by {who}, a recorder still writing it; "
+                       f"repair it once that ends") from None
     except (OSError, ValueError, EOFError) as e:
         raise CLIError(f"cannot repair {args.trace}: {e}") from None
     print(f"{PROG}: {args.trace}: {n:,} events kept; the trace is closed")
@@ -1025,8 +1108,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", metavar="TRACE",
                    help="trace file (.json, or .json.gz for gzip; not '-'); default: a new "
                         "sysprof-YYYYmmdd-HHMMSS.json in the current directory (-1, -2, ... added if that "
-                        "exists; never overwritten)")
-    r.add_argument("-f", "--force", action="store_true", help="overwrite an existing output file")
+                        "exists; never overwritten). A symbolic link at TRACE, even a dangling one, is refused: "
+                        "sysprof never writes through a link. The trace is locked (flock) while recorded: a "
+                        "second 'record' on it fails before its command starts. The trace holds the command "
+                        "line, every argument included")
+    r.add_argument("-f", "--force", action="store_true",
+                   help="overwrite an existing output file (emptied in place once the command has started)")
     r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
                    help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
@@ -1084,7 +1171,10 @@ def build_parser() -> argparse.ArgumentParser:
     inf.set_defaults(func=cmd_info)
 
     rep = sub.add_parser("repair", help="close a truncated trace (e.g. of a killed recorder)",
-                         description="Rewrite a truncated trace as valid JSON, keeping every complete event.")
+                         description="Rewrite a truncated trace as valid JSON, keeping every complete event. "
+                                     "A symbolic link is followed: the file it points to is repaired and the "
+                                     "link kept. A trace still being recorded (its recorder holds the lock) is "
+                                     "refused; a killed recorder's lock is gone with it.")
     rep.add_argument("trace", metavar="TRACE")
     rep.set_defaults(func=cmd_repair)
 
