@@ -336,8 +336,20 @@ if __name__ == "__main__":
 
 
 def test_torch_dataloader_workers_with_a_running_sampler():
-    pytest.importorskip("torch")
-    assert_clean(run_py(DATALOADER))
+    # Where this interpreter has no torch, the Composer integration venv (torch from this machine's disk,
+    # sysprof installed from this checkout) runs it; skipped only where neither exists.
+    try:
+        import torch  # noqa: F401
+        python = sys.executable
+    except ImportError:
+        import test_composer_integration
+        python = str(test_composer_integration.venv() / "bin" / "python")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "loader.py")
+        with open(script, "w") as f:
+            f.write(DATALOADER)
+        r = subprocess.run([python, script], capture_output=True, text=True, timeout=600, cwd=tmp)
+    assert_clean([r])
 
 
 def test_inherited_flag_is_false_in_the_process_that_made_it():
