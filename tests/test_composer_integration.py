@@ -7,6 +7,7 @@ Composer's ``Profiler`` + ``JSONTraceHandler`` and ``sysprof.SystemProfiler`` (p
 ``<tmpdir>/sysprof-composer-venv``. Skipped only when the recipe does not exist.
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -121,6 +122,13 @@ def _venv() -> pathlib.Path:
     return venv
 
 
+@functools.lru_cache(maxsize=None)
+def venv() -> pathlib.Path:
+    """The Composer venv with sysprof installed from this checkout, built once per test session (also used by
+    tests/test_lifecycle.py for its torch DataLoader case)."""
+    return _venv()
+
+
 def _windows(actions):
     """Recording windows [start_us, end_us) from the recorder's (time_ns, action) observations."""
     windows = []
@@ -135,11 +143,11 @@ def _windows(actions):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    venv = _venv()
+    python = venv() / "bin" / "python"
     out = tmp_path_factory.mktemp("composer_run")
     script = out / "train.py"
     script.write_text(TRAIN)
-    proc = subprocess.run([str(venv / "bin" / "python"), str(script), str(out)], capture_output=True, text=True,
+    proc = subprocess.run([str(python), str(script), str(out)], capture_output=True, text=True,
                           timeout=900, cwd=out)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
     result = json.loads((out / "result.json").read_text())
