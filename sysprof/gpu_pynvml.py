@@ -593,8 +593,10 @@ def open_gpu(state: Optional[_Poller]) -> Tuple[_Poller, Sequence[str], Callable
     one gives a synchronous reader (sample()) that waits, bounded, for a fresh reading."""
     sync = state is not None
     poller = state if state is not None else _Poller()
-    with poller.cond:
-        deadline = time.monotonic() + OPEN_WAIT_S
+    with poller.cond:  # the first opening waits (bounded) for the layout; a later one finds it
+        if sync and poller.phase == "loading":
+            raise RuntimeError("gpu source was not opened")
+        deadline = time.monotonic() + (0.0 if sync else OPEN_WAIT_S)
         while poller.phase not in ("ready", "failed") and time.monotonic() < deadline:
             poller.cond.wait(max(0.0, deadline - time.monotonic()))
         phase = poller.phase

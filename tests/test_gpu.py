@@ -435,18 +435,24 @@ def test_every_device_call_hangs(fake, fresh_pynvml, backend):
     assert f.calls("nvmlShutdown") == 1 and f.unsafe_shutdowns() == 0
 
 
-@needs_native
-def test_describe_hang_lays_out_channels(fake):
+@pytest.mark.parametrize("backend", ["native", "psutil"])
+def test_describe_hang_lays_out_channels(fake, fresh_pynvml, backend):
+    if backend == "native" and not native_available()[0]:
+        pytest.skip("native extension unavailable")
     f = fake(hang_call="nvmlDeviceGetName", hang_at=-1, hang_ms=2000)
-    s = gpu_sampler("native")
+    s = gpu_sampler(backend)
     # The layout is known (count and handles): the channels are there, the descriptions are not yet.
     assert f.hanging() == 1
     assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
     assert s.devices == [{"index": d, "name": "", "uuid": "", "pci_bus_id": ""} for d in (0, 1)]
-    assert re.match(r"gpu/0: nvmlDeviceGetName blocked for \d+\.\d s at open; gpu channels read NaN until it "
-                    r"returns", s.errors["gpu"]), s.errors["gpu"]
+    if backend == "native":
+        assert re.match(r"gpu/0: nvmlDeviceGetName blocked for \d+\.\d s at open; gpu channels read NaN until "
+                        r"it returns", s.errors["gpu"]), s.errors["gpu"]
     row = s.sample()  # no reading yet, and no waiting for the blocked call
+    assert f.hanging() == 1
     assert all(math.isnan(row[c]) for c in s.channels)
+    assert re.match(r"gpu/[01]: nvmlDeviceGetName blocked for \d+\.\d s; gpu readings older than \d+ ms read NaN",
+                    s.errors["gpu"]), s.errors["gpu"]
     wait_for(lambda: not math.isnan(s.sample()["gpu/0/memory_total_bytes"]))
     row = s.sample()
     assert row["gpu/0/memory_total_bytes"] == 80 * GiB and row["gpu/1/memory_total_bytes"] == 96 * GiB
