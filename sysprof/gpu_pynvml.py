@@ -425,6 +425,7 @@ class _Poller:
         self.last_start = -math.inf
         self.quit = False
         self.clients = 0
+        self.pid = os.getpid()  # in a fork()ed child the thread is not there, and cond may be held
         self._report: Optional[Callable[[str], None]] = None
         threading.Thread(target=self._main, name="sysprof-pynvml", daemon=True).start()
 
@@ -541,6 +542,8 @@ class _Poller:
                 self.cond.wait(0.01)
 
     def release(self) -> None:
+        if os.getpid() != self.pid:
+            return
         with self.cond:
             self.clients -= 1
             if self.clients <= 0:
@@ -564,6 +567,8 @@ def _reader(poller: _Poller, width: int, sync: bool) -> Callable[[float], List[f
 
     def read(t: float) -> List[float]:
         _ = client
+        if os.getpid() != poller.pid:  # inherited through fork(): the poller is the parent's
+            return [NAN] * width
         if prev[0] is None:
             pass  # the backend's priming call, right after opening: the poller has just primed
         elif sync:

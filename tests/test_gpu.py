@@ -480,17 +480,19 @@ def test_reader_reads_only_when_asked(fake):
     assert util() == n
 
 
-@needs_native
-def test_fork_child_makes_its_own_gpu_sampler(fake):
+@pytest.mark.parametrize("backend", ["native", "psutil"])
+def test_fork_child_makes_its_own_gpu_sampler(fake, fresh_pynvml, backend):
+    if backend == "native" and not native_available()[0]:
+        pytest.skip("native extension unavailable")
     fake()
-    s = gpu_sampler("native")
+    s = gpu_sampler(backend)
     s.start()
     pid = os.fork()
     if pid == 0:  # the child: the parent's reader thread is not here; a new sampler has its own
         code = 1
         try:
             signal.alarm(30)
-            c = gpu_sampler("native")
+            c = gpu_sampler(backend)
             row = c.sample()
             code = 0 if row["gpu/0/memory_total_bytes"] == 80 * GiB and c.devices == DEVICES else 2
             del c
