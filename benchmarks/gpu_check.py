@@ -8,7 +8,9 @@
 2 changes   how often each gpu channel actually changes when polled every 1 ms by the native sampler
 3 agree     native sampler vs the pynvml path (psutil backend) read back to back
 4 energy    energy counter delta vs the integral of power_watts, and energy_power_watts vs power_watts
-5 cost      the sampling thread's cost per tick per device (goal <= 50 us)
+5 cost      the sampling thread's cost per tick per device (goal <= 50 us): since NVML runs on the gpu
+            source's reader thread, this is the copy of the latest reading; a reading's NVML time is
+            the sum of the section 1 latencies, spent on the reader thread
 
 --load runs a matmul loop on every GPU (needs torch with CUDA) so that utilization, power and clocks
 move. Without a GPU (no library, no driver, no device) it prints "no GPU: <reason>" and exits 0.
@@ -265,7 +267,7 @@ def energy(b, devices):
 
 
 def cost(s, ndev):
-    print("\n== 5 cost: sampling thread, gpu source only ==")
+    print("\n== 5 cost: sampling thread, gpu source only (the copy of the reader thread's latest reading) ==")
     st = s.stats
     per_dev = st["sample_ns_mean"] / max(1, ndev)
     p99 = st["sample_ns_p99"] / max(1, ndev)

@@ -6,16 +6,27 @@ Mirrors the native NVML source (csrc/source_nvml.cpp): same channels, units and 
 remembered per (device, metric) and never asked again, falling back where NVML has another way;
 GPU_IS_LOST retires the device (NaN) while the others go on. Like the native source, it honours
 ``SYSPROF_NVML_LIBRARY`` (a path to the NVML library to load instead of ``libnvidia-ml.so.1``).
+
+Isolation, as the native source: every pynvml call (nvmlInit, discovery, the reads, nvmlShutdown) runs
+on one daemon thread (``_Poller``); the psutil backend's thread only takes the latest reading and never
+waits on NVML (ctypes releases the GIL during a call). Opening waits at most ``OPEN_WAIT_S`` for the
+device layout; a reading older than the interval + ``LATE_S`` reads NaN; a call in flight longer than
+``LATE_S`` is named in errors["gpu"], and its return once it comes back.
 """
 from __future__ import annotations
 
 import ctypes
 import math
 import os
+import threading
+import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 NAN = math.nan
+LATE_S = 0.25  # a call in flight longer is blocked; a reading older than the interval + this reads NaN
+OPEN_WAIT_S = 1.5  # opening waits this long for the device layout
+SYNC_WAIT_S = 2.0  # a synchronous read waits at most this long for a fresh reading
 
 CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
             "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
@@ -112,10 +123,16 @@ class _EnergyPower:
         return self.watts
 
 
-class NvmlState:
-    """The initialised library and what all readers learnt: refused metrics, lost devices, notes."""
+class _Abandoned(Exception):
+    """Raised instead of a pynvml call once nobody wants the poller any more."""
 
-    def __init__(self) -> None:
+
+class NvmlState:
+    """The initialised library and what the reader learnt: refused metrics, lost devices, notes.
+    Built on the poller thread; ``timed(what, device, fn, *args)`` makes each call visible to others."""
+
+    def __init__(self, timed: Callable) -> None:
+        self.timed = timed
         pynvml = self.pynvml = _import_pynvml()
         path = os.environ.get("SYSPROF_NVML_LIBRARY")
         if path and pynvml.nvmlLib is None:  # pynvml itself only ever loads libnvidia-ml.so.1
@@ -125,19 +142,29 @@ class NvmlState:
                 except OSError as exc:
                     raise RuntimeError(f"NVML library not loadable ({path}): {exc}") from None
         try:
-            pynvml.nvmlInit()
+            timed("nvmlInit_v2", -1, pynvml.nvmlInit)
         except pynvml.NVMLError as exc:
             code = exc.value
             if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
                 raise RuntimeError("NVML library not loadable (libnvidia-ml.so.1); no NVIDIA driver "
                                    "installed? SYSPROF_NVML_LIBRARY names another path") from None
             raise RuntimeError(f"nvmlInit failed: {_code_name(pynvml, code)}{_INIT_HINTS.get(code, '')}") from None
-        # Bound now: pynvml's function cache is global and may point at another library by then.
+        # Bound now: pynvml's function cache is global and may point at another library by then. Called
+        # by the poller thread only (not at exit, when a call of that thread may be in flight).
         self._finalizer = weakref.finalize(self, _shutdown, pynvml._nvmlGetFunctionPointer("nvmlShutdown"))
+        self._finalizer.atexit = False
         self.notes: List[str] = []
         self.report: Optional[Callable[[str], None]] = None
         try:
-            count = pynvml.nvmlDeviceGetCount()
+            self._discover()
+        except _Abandoned:
+            self._finalizer()
+            raise
+
+    def _discover(self) -> None:
+        pynvml, timed = self.pynvml, self.timed
+        try:
+            count = timed("nvmlDeviceGetCount_v2", -1, pynvml.nvmlDeviceGetCount)
         except pynvml.NVMLError as exc:
             self._finalizer()
             raise RuntimeError(f"nvmlDeviceGetCount_v2 failed: {_code_name(pynvml, exc.value)}") from None
@@ -147,15 +174,13 @@ class NvmlState:
         skipped = []
         for i in range(count):
             try:
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                h = timed("nvmlDeviceGetHandleByIndex_v2", i, pynvml.nvmlDeviceGetHandleByIndex, i)
             except pynvml.NVMLError as exc:
                 skipped.append(f"gpu/{i}: nvmlDeviceGetHandleByIndex_v2 {_code_name(pynvml, exc.value)}; left out")
                 continue
             self.indices.append(i)
             self.handles.append(h)
-            self.devices.append({"index": i, "name": self._text(pynvml.nvmlDeviceGetName, h),
-                                 "uuid": self._text(pynvml.nvmlDeviceGetUUID, h),
-                                 "pci_bus_id": self._pci(h)})
+            self.devices.append({"index": i, "name": "", "uuid": "", "pci_bus_id": ""})
         if not self.handles:
             self._finalizer()
             raise RuntimeError("; ".join(skipped) or "NVML found no GPU")
@@ -167,16 +192,24 @@ class NvmlState:
         if skipped:
             self.note("; ".join(skipped))
 
-    def _text(self, fn, h) -> str:
+    def describe(self) -> None:
+        """Names, UUIDs and PCI bus ids: after the layout, which is all that opening needs."""
+        for d, (i, h) in enumerate(zip(self.indices, self.handles)):
+            self.devices[d] = {"index": i,
+                               "name": self._text("nvmlDeviceGetName", i, self.pynvml.nvmlDeviceGetName, h),
+                               "uuid": self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h),
+                               "pci_bus_id": self._pci(i, h)}
+
+    def _text(self, what: str, i: int, fn, h) -> str:
         try:
-            v = fn(h)
+            v = self.timed(what, i, fn, h)
         except self.pynvml.NVMLError:
             return ""
         return v.decode() if isinstance(v, bytes) else str(v)
 
-    def _pci(self, h) -> str:
+    def _pci(self, i: int, h) -> str:
         try:
-            v = self.pynvml.nvmlDeviceGetPciInfo_v3(h).busId
+            v = self.timed("nvmlDeviceGetPciInfo_v3", i, self.pynvml.nvmlDeviceGetPciInfo_v3, h).busId
         except (self.pynvml.NVMLError, AttributeError):
             return ""
         return v.decode() if isinstance(v, bytes) else str(v)
@@ -236,7 +269,7 @@ def _field_value(f) -> Optional[float]:
 
 
 class GpuReader:
-    """One reader (own baselines) over a shared NvmlState; ``read(t)`` returns one row slice."""
+    """Reads every device through an NvmlState (on the poller thread); ``read(t)`` returns one row slice."""
 
     def __init__(self, state: NvmlState) -> None:
         self.s = state
@@ -254,7 +287,7 @@ class GpuReader:
         """(ok, value): records refusals and loss; other errors give NaN for this read only."""
         pynvml = self.s.pynvml
         try:
-            return True, fn(*args)
+            return True, self.s.timed(METRICS[metric][0], self.s.indices[dev], fn, *args)
         except pynvml.NVMLError as exc:
             code = exc.value
         except (AttributeError, TypeError):  # an older pynvml without this function or argument
@@ -279,7 +312,8 @@ class GpuReader:
         fields = [(m, fid, scope) for m, fid, scope in FIELDS if m not in refused]
         if fields:
             try:
-                vals = pynvml.nvmlDeviceGetFieldValues(h, [(fid, scope) for _, fid, scope in fields])
+                vals = s.timed("nvmlDeviceGetFieldValues", s.indices[dev], pynvml.nvmlDeviceGetFieldValues, h,
+                               [(fid, scope) for _, fid, scope in fields])
                 code = 0
             except pynvml.NVMLError as exc:
                 vals, code = None, exc.value
@@ -375,10 +409,209 @@ class GpuReader:
         return o
 
 
-def open_gpu(state: Optional[NvmlState]) -> Tuple[NvmlState, Sequence[str], Callable[[float], List[float]]]:
-    """(state, channel names, read function) for the psutil backend; raises RuntimeError with the
-    reason when NVML is unusable here. Pass the state from a previous call to share what it learnt."""
-    if state is None:
-        state = NvmlState()
-    reader = GpuReader(state)
-    return state, state.channels(), reader.read
+class _Poller:
+    """Owns every pynvml call, on one daemon thread: discovery, a reading each time a reader asked
+    for one since the previous reading began, and nvmlShutdown once no reader is left. Readers take
+    the latest reading; only a synchronous one waits for a fresh reading, and never on a blocked call."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()  # never held during a pynvml call
+        self.state: Optional[NvmlState] = None
+        self.phase = "loading"  # loading, layout, ready, failed
+        self.failure = ""
+        self.call: Optional[Tuple[str, float]] = None  # (label, time.monotonic() at entry) of the call in flight
+        self.latest: Tuple[float, List[float]] = (-math.inf, [])  # (time the reading began, values)
+        self.wanted = -math.inf  # latest time a reader asked for a reading
+        self.last_start = -math.inf
+        self.quit = False
+        self.clients = 0
+        self.pid = os.getpid()  # in a fork()ed child the thread is not there, and cond may be held
+        self._report: Optional[Callable[[str], None]] = None
+        threading.Thread(target=self._main, name="sysprof-pynvml", daemon=True).start()
+
+    # -- as the psutil backend sees it (the former NvmlState interface) ---------------------------
+    @property
+    def devices(self) -> List[Dict[str, object]]:
+        return list(self.state.devices) if self.state is not None else []
+
+    @property
+    def report(self) -> Optional[Callable[[str], None]]:
+        return self._report
+
+    @report.setter
+    def report(self, fn: Optional[Callable[[str], None]]) -> None:
+        self._report = fn
+        if self.state is not None:
+            self.state.report = fn
+
+    def flush(self) -> None:
+        if self.state is not None:
+            self.state.flush()
+
+    # -- the poller thread -------------------------------------------------------------------------
+    def timed(self, what: str, dev: int, fn, *args):
+        if self.quit:
+            raise _Abandoned()
+        label = f"gpu/{dev}: {what}" if dev >= 0 else what
+        t0 = time.monotonic()
+        self.call = (label, t0)
+        try:
+            return fn(*args)
+        finally:
+            self.call = None
+            took = time.monotonic() - t0
+            if took > LATE_S and self._report is not None:
+                notes = "; ".join(self.state.notes) if self.state is not None else ""
+                self._report(f"{label} returned after {math.floor(took * 10) / 10:.1f} s" + (f"; {notes}" if notes else ""))
+
+    def _set(self, phase: str, failure: str = "") -> None:
+        with self.cond:
+            if self.phase == "loading" or phase != "failed":
+                self.phase, self.failure = phase, failure
+            self.cond.notify_all()
+
+    def _main(self) -> None:
+        try:
+            state = NvmlState(self.timed)
+            state.report = self._report
+            self.state = state
+            self._set("layout")
+            state.describe()
+            reader = GpuReader(state)
+            t = time.monotonic()
+            self.latest = (t, reader.read(t))  # baselines for the rates
+            self._set("ready")
+        except _Abandoned:
+            self._finish()
+            return
+        except Exception as exc:  # noqa: BLE001 - reported by open_gpu, or as a note once laid out
+            if self.phase == "loading":
+                self._set("failed", str(exc) if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: {exc}")
+            elif self.state is not None:
+                self.state.note(f"gpu reader stopped: {type(exc).__name__}: {exc}")
+            self._finish()
+            return
+        try:
+            while True:
+                with self.cond:
+                    while not self.quit and self.wanted <= self.last_start:
+                        self.cond.wait()
+                    if self.quit:
+                        break
+                    t = self.last_start = time.monotonic()
+                values = reader.read(t)
+                with self.cond:
+                    self.latest = (t, values)
+                    self.cond.notify_all()
+        except _Abandoned:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the channels read NaN from now on
+            state.note(f"gpu reader stopped: {type(exc).__name__}: {exc}")
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.state is not None:
+            self.state._finalizer()  # nvmlShutdown here: no other pynvml call of ours can be in flight
+        with self.cond:
+            self.phase = "failed" if self.phase == "loading" else self.phase
+            self.quit = True
+            self.cond.notify_all()
+
+    # -- any thread --------------------------------------------------------------------------------
+    def blocked(self, now: float) -> Optional[str]:
+        """'<call> blocked for <s> s' while a call has been in flight longer than LATE_S."""
+        call = self.call
+        if call is None or now - call[1] <= LATE_S:
+            return None
+        return f"{call[0]} blocked for {math.floor((now - call[1]) * 10) / 10:.1f} s"
+
+    def ask(self, t: float) -> None:
+        with self.cond:
+            if t > self.wanted:
+                self.wanted = t
+            self.cond.notify_all()
+
+    def wait_fresh(self, t: float) -> None:
+        """Waits for a reading begun at or after t: at most SYNC_WAIT_S, and not while a call is blocked."""
+        self.ask(t)
+        with self.cond:
+            while self.latest[0] < t and not self.quit and self.phase != "failed":
+                now = time.monotonic()
+                if now - t >= SYNC_WAIT_S or self.blocked(now) is not None:
+                    break
+                self.cond.wait(0.01)
+
+    def release(self) -> None:
+        if os.getpid() != self.pid:
+            return
+        with self.cond:
+            self.clients -= 1
+            if self.clients <= 0:
+                self.quit = True
+                self.cond.notify_all()
+
+
+class _Client:
+    """Held by a read function; when the last is collected the poller shuts NVML down and ends."""
+
+    def __init__(self, poller: _Poller) -> None:
+        with poller.cond:
+            poller.clients += 1
+        weakref.finalize(self, poller.release)
+
+
+def _reader(poller: _Poller, width: int, sync: bool) -> Callable[[float], List[float]]:
+    client = _Client(poller)
+    prev = [None]
+    shown = [None]
+
+    def read(t: float) -> List[float]:
+        _ = client
+        if os.getpid() != poller.pid:  # inherited through fork(): the poller is the parent's
+            return [NAN] * width
+        if prev[0] is None:
+            pass  # the backend's priming call, right after opening: the poller has just primed
+        elif sync:
+            t = time.monotonic()
+            poller.wait_fresh(t)
+        else:
+            poller.ask(t)
+        late = LATE_S + (t - prev[0] if prev[0] is not None and not sync else 0.0)
+        prev[0] = t
+        begun, values = poller.latest
+        msg = poller.blocked(time.monotonic())
+        if msg is None:
+            shown[0] = None
+        elif msg != shown[0] and poller.report is not None:
+            shown[0] = msg
+            poller.report(f"{msg}; gpu readings older than {round(late * 1000)} ms read NaN")
+        if t - begun > late or len(values) != width:
+            return [NAN] * width
+        return list(values)
+    return read
+
+
+def open_gpu(state: Optional[_Poller]) -> Tuple[_Poller, Sequence[str], Callable[[float], List[float]]]:
+    """(poller, channel names, read function) for the psutil backend; raises RuntimeError with the
+    reason when NVML is unusable here or its discovery is blocked. The first call (state None) gives
+    the sampling thread's reader, which takes the latest reading; a call with the poller of a previous
+    one gives a synchronous reader (sample()) that waits, bounded, for a fresh reading."""
+    sync = state is not None
+    poller = state if state is not None else _Poller()
+    with poller.cond:  # the first opening waits (bounded) for the layout; a later one finds it
+        if sync and poller.phase == "loading":
+            raise RuntimeError("gpu source was not opened")
+        deadline = time.monotonic() + (0.0 if sync else OPEN_WAIT_S)
+        while poller.phase not in ("ready", "failed") and time.monotonic() < deadline:
+            poller.cond.wait(max(0.0, deadline - time.monotonic()))
+        phase = poller.phase
+    if phase == "failed":
+        raise RuntimeError(poller.failure)
+    if phase == "loading":
+        msg = poller.blocked(time.monotonic()) or "GPU discovery did not finish within 1.5 s"
+        with poller.cond:
+            poller.quit = True
+            poller.cond.notify_all()
+        raise RuntimeError(f"{msg} at open; gpu source left out (its thread ends when the call returns)")
+    names = [f"gpu/{i}/{c}" for i in poller.state.indices for c in CHANNELS]
+    return poller, names, _reader(poller, len(names), sync)

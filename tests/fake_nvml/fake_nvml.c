@@ -10,8 +10,12 @@
  *   FAKE_NVML_INIT_ERROR=<code>  nvmlInit returns that nvmlReturn_t
  *   FAKE_NVML_DEVICES=<n>        device count (default 2, at most 4)
  *   FAKE_NVML_LOST_AFTER=<n>     device 1 answers GPU_IS_LOST to every call after its n-th
- *   FAKE_NVML_HANG_AT=<n>        the n-th nvmlDeviceGetUtilizationRates on device 0 blocks ...
+ *   FAKE_NVML_HANG_AT=<n>        the n-th call of FAKE_NVML_HANG_CALL on device 0 blocks ...; -1: every
+ *                                call of it, on every device
  *   FAKE_NVML_HANG_MS=<ms>       ... for this long (default 3000)
+ *   FAKE_NVML_HANG_CALL=<name>   the function that hangs (default nvmlDeviceGetUtilizationRates); also
+ *                                nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2 (device =
+ *                                the index asked for); "*": every call that concerns a device
  *   FAKE_NVML_STATIC=1           levels do not depend on call counts (to compare two readers)
  *
  * Values (d = device index; n = how many times this function was called on this device, this call
@@ -31,7 +35,9 @@
  * Introspection for the tests (ctypes): fake_nvml_calls(name, device) counts calls of a function
  * ("field:<id>" counts requests of a field id; device -1: nvmlInit_v2, nvmlInitWithFlags,
  * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (nvmlShutdown while another call
- * was in flight) and fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown).
+ * was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
+ * fake_nvml_hanging() (calls blocked in a hang now) and fake_nvml_hang_begin_ns() / _end_ns()
+ * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -107,7 +113,9 @@ static struct fake_device devices[MAX_DEVICES] = {{0}, {1}, {2}, {3}};
 
 static int cfg_init_error, cfg_devices = 2, cfg_static;
 static long cfg_lost_after, cfg_hang_at, cfg_hang_ms = 3000;
-static long long t0_ns = -1;
+static char cfg_hang_call[48] = "nvmlDeviceGetUtilizationRates";
+static long long t0_ns = -1, hang_begin_ns = -1, hang_end_ns = -1;
+static int hanging;
 static int refcount, inflight, unsafe_shutdowns, uninitialized_calls;
 static long device_calls[MAX_DEVICES];
 
@@ -144,6 +152,9 @@ EXPORT long fake_nvml_calls(const char *name, int device) {
 EXPORT int fake_nvml_refcount(void) { return __atomic_load_n(&refcount, __ATOMIC_SEQ_CST); }
 EXPORT int fake_nvml_unsafe_shutdowns(void) { return __atomic_load_n(&unsafe_shutdowns, __ATOMIC_SEQ_CST); }
 EXPORT int fake_nvml_uninitialized_calls(void) { return __atomic_load_n(&uninitialized_calls, __ATOMIC_SEQ_CST); }
+EXPORT int fake_nvml_hanging(void) { return __atomic_load_n(&hanging, __ATOMIC_SEQ_CST); }
+EXPORT long long fake_nvml_hang_begin_ns(void) { return __atomic_load_n(&hang_begin_ns, __ATOMIC_SEQ_CST); }
+EXPORT long long fake_nvml_hang_end_ns(void) { return __atomic_load_n(&hang_end_ns, __ATOMIC_SEQ_CST); }
 
 static long long mono_ns(void) {
   struct timespec ts;
@@ -153,6 +164,24 @@ static long long mono_ns(void) {
 static long env_long(const char *name, long dflt) {
   const char *v = getenv(name);
   return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+static long long wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Blocks for FAKE_NVML_HANG_MS if this call (the n-th of `name` on `device`) is the one configured. */
+static void maybe_hang(const char *name, int device, long n) {
+  if (cfg_hang_at == 0) return;
+  if (strcmp(cfg_hang_call, name) != 0 && !(cfg_hang_call[0] == '*' && device >= 0)) return;
+  if (cfg_hang_at > 0 && !(device == 0 && n == cfg_hang_at)) return;
+  __atomic_add_fetch(&hanging, 1, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&hang_begin_ns, wall_ns(), __ATOMIC_SEQ_CST);
+  struct timespec ts = {cfg_hang_ms / 1000, (cfg_hang_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {}
+  __atomic_store_n(&hang_end_ns, wall_ns(), __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(&hanging, 1, __ATOMIC_SEQ_CST);
 }
 
 /* Entry to every device call: counts it, tracks calls in flight, applies loss. n: this call's number. */
@@ -165,6 +194,7 @@ static nvmlReturn_t enter(const char *name, nvmlDevice_t dev, long *n) {
   if (!dev || dev < devices || dev >= devices + cfg_devices) return NVML_ERROR_INVALID_ARGUMENT;
   long c = bump(name, dev->index);
   *n = cfg_static ? 1 : c;
+  maybe_hang(name, dev->index, c);
   long all = __atomic_add_fetch(&device_calls[dev->index], 1, __ATOMIC_SEQ_CST);
   if (dev->index == 1 && cfg_lost_after > 0 && all > cfg_lost_after) return NVML_ERROR_GPU_IS_LOST;
   return NVML_SUCCESS;
@@ -189,7 +219,7 @@ __attribute__((unused)) static unsigned long long energy_mj(int d) { return 1000
 
 /* ---- init / shutdown ---- */
 static nvmlReturn_t do_init(const char *name) {
-  bump(name, -1);
+  long calls = bump(name, -1);
   cfg_init_error = (int)env_long("FAKE_NVML_INIT_ERROR", 0);
   cfg_devices = (int)env_long("FAKE_NVML_DEVICES", 2);
   if (cfg_devices < 0) cfg_devices = 0;
@@ -198,6 +228,9 @@ static nvmlReturn_t do_init(const char *name) {
   cfg_hang_at = env_long("FAKE_NVML_HANG_AT", 0);
   cfg_hang_ms = env_long("FAKE_NVML_HANG_MS", 3000);
   cfg_static = (int)env_long("FAKE_NVML_STATIC", 0);
+  const char *call = getenv("FAKE_NVML_HANG_CALL");
+  snprintf(cfg_hang_call, sizeof cfg_hang_call, "%s", call && *call ? call : "nvmlDeviceGetUtilizationRates");
+  maybe_hang(name, -1, calls);
   if (cfg_init_error) return cfg_init_error;
   if (t0_ns < 0) t0_ns = mono_ns();
   __atomic_add_fetch(&refcount, 1, __ATOMIC_SEQ_CST);
@@ -224,11 +257,14 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r) {
   }
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+  maybe_hang("nvmlDeviceGetCount_v2", -1, bump("nvmlDeviceGetCount_v2", -1));
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
   *count = (unsigned)cfg_devices;
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev) {
+  if (index < MAX_DEVICES)
+    maybe_hang("nvmlDeviceGetHandleByIndex_v2", (int)index, bump("nvmlDeviceGetHandleByIndex_v2", (int)index));
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
   if (index >= (unsigned)cfg_devices) return NVML_ERROR_INVALID_ARGUMENT;
   *dev = &devices[index];
@@ -264,10 +300,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *u) {
   ENTER("nvmlDeviceGetUtilizationRates", dev);
-  if (d == 0 && cfg_hang_at > 0 && fake_nvml_calls("nvmlDeviceGetUtilizationRates", 0) == cfg_hang_at) {
-    struct timespec ts = {cfg_hang_ms / 1000, (cfg_hang_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-  }
   u->gpu = (unsigned)((7 * n + 13 * d) % 101);
   u->memory = (unsigned)((3 * n + 5 * d) % 101);
   return leave(NVML_SUCCESS);
