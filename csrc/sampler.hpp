@@ -85,7 +85,10 @@ class Sampler {
   const std::vector<std::string>& channels() const { return channels_; }
   std::map<std::string, std::string> errors() const;
   // Static facts about devices (GPU name, UUID, ...), from every source that has some.
-  const std::vector<std::map<std::string, std::string>>& devices() const { return devices_; }
+  // Read live: a GPU's name and UUID may arrive after construction (NVML describes on its own thread).
+  std::vector<std::map<std::string, std::string>> devices() const {
+    return inherited() ? devices_ : core_->collector.devices();
+  }
   // Starts the thread. Throws std::runtime_error while a thread abandoned by stop() is still stuck.
   void start();
   // Stops the thread: waits up to kStopTimeoutNs for it to finish its tick, then abandons it
