@@ -1,9 +1,14 @@
 // A /proc or /sys file opened once and re-read from offset 0 on every tick.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace sysprof {
+
+// No /proc or /sys file comes near this (/proc/stat of a 1024-CPU machine is ~150 kB): a file that
+// does is not what it claims to be (a bind mount gone wrong, a broken FUSE layer) and is refused.
+constexpr size_t kMaxFileBytes = size_t(4) << 20;
 
 class ProcFile {
  public:
@@ -12,17 +17,17 @@ class ProcFile {
   ProcFile(const ProcFile&) = delete;
   ProcFile& operator=(const ProcFile&) = delete;
 
-  // Opens the file and reads it once to size the buffer. Returns false with a message on failure.
+  // Opens the file and reads it once to size the buffer. Returns false with a message on failure;
+  // a file that is not a regular file (/dev/zero, a FIFO) or holds kMaxFileBytes or more is refused.
   // single_shot: the kernel renders the whole file in one read (single_open seq files such as
   // /proc/stat, meminfo, loadavg, <pid>/stat), so a short read is the end of the file. Record-based
   // seq files (diskstats, net/dev) hand out about a page per read and are read until EOF.
   bool open(const std::string& path, std::string& err, bool single_shot);
-  // Re-reads the whole file into the buffer. Grows the buffer only if the file outgrew it
-  // (rare; never in the steady state). Returns false with a message on failure.
+  // Re-reads the whole file into the buffer. Grows the buffer only if the file outgrew it (rare;
+  // never in the steady state), and never past kMaxFileBytes: a file that reaches it fails.
   bool read(std::string& err);
   // Closes the file (the buffer is kept for a later open). A closed file's read() fails.
   void close();
-  bool is_open() const { return fd_ >= 0; }
 
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }
@@ -35,5 +40,10 @@ class ProcFile {
   size_t len_ = 0;
   bool single_shot_ = true;
 };
+
+// Reads a whole small file (a children list, /proc/<pid>/cgroup, a sysfs cpu list) into out, with
+// the same refusals as ProcFile::open: not a regular file, or kMaxFileBytes or more. False with a
+// message naming the file in err.
+bool read_small_file(const std::string& path, std::string& out, std::string& err);
 
 }  // namespace sysprof

@@ -11,8 +11,9 @@ namespace sysprof {
 struct ProcStat {
   char state;
   int64_t ppid;
-  uint64_t utime, stime, vsize, rss;
-  int64_t num_threads;
+  uint64_t utime, stime, vsize;
+  int64_t rss, num_threads;  // signed in the kernel's format: a negative one is corrupt
+  uint64_t cpu_ticks() const { return sat_add(utime, stime); }
   // Exiting (the memory map is dropped before it turns zombie; only kernel threads have none
   // otherwise), zombie or dead: no memory, CPU or threads to report.
   bool gone() const { return state == 'Z' || state == 'X' || state == 'x' || vsize == 0; }
@@ -39,11 +40,19 @@ inline bool parse_stat(const char* p, size_t n, ProcStat& s) {
       case 15: if (!parse_u64(c, s.stime)) return false; break;
       case 20: if (!parse_i64(c, s.num_threads)) return false; break;
       case 23: if (!parse_u64(c, s.vsize)) return false; break;
-      case 24: if (!parse_i64(c, i)) return false; s.rss = i > 0 ? uint64_t(i) : 0; break;
+      case 24: if (!parse_i64(c, s.rss)) return false; break;
       default: if (!parse_i64(c, i)) return false;
     }
   }
   return true;
+}
+
+// USER_HZ ticks to nanoseconds in integer arithmetic, saturating at UINT64_MAX (a double product
+// cast to an integer is undefined once it passes 2^63).
+inline uint64_t ticks_to_ns(uint64_t ticks, uint64_t hz) {
+  if (hz == 0) return 0;
+  constexpr uint64_t kNs = 1000000000;
+  return sat_add(sat_mul(ticks / hz, kNs), (ticks % hz) * kNs / hz);  // (ticks % hz) * 1e9 < 2^64 for hz < 1.8e10
 }
 
 }  // namespace sysprof

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 namespace sysprof {
@@ -47,14 +48,25 @@ inline bool parse_i64(Cursor& c, int64_t& v) {
   return true;
 }
 
-// Decimal digits as a double: never overflows, exact below 2^53.
+// Saturating uint64 arithmetic: a corrupt value pins at UINT64_MAX, never wraps (no UB either way).
+inline uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+inline uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+// Decimal digits as a double: exact below 2^53. A number too large for a double (309+ digits)
+// is rejected (false), never read as inf.
 inline bool parse_digits_double(Cursor& c, double& v) {
   skip_blanks(c);
   if (c.p >= c.end || !is_digit(*c.p)) return false;
   double x = 0;
   while (c.p < c.end && is_digit(*c.p)) x = x * 10 + double(*c.p++ - '0');
   v = x;
-  return true;
+  return x <= std::numeric_limits<double>::max();
 }
 
 // "12.34" as in /proc/loadavg (no exponent, no sign). The fraction is divided once, so "0.12"
@@ -71,7 +83,28 @@ inline bool parse_decimal(Cursor& c, double& v) {
     while (c.p < c.end && is_digit(*c.p)) ++c.p;
     v = (v * scale + frac) / scale;  // one rounding: "2.72" gives the double nearest 2.72
   }
-  return true;
+  return v <= std::numeric_limits<double>::max();  // v * scale can overflow: never inf
+}
+
+// Visits every id of a sysfs cpu list ("0-3,8,10-11"; ids above 2^20 are ignored). Returns the
+// number of ids visited.
+template <class Visit>
+size_t for_each_cpu_in_list(const char* p, size_t n, Visit visit) {
+  Cursor c{p, p + n};
+  size_t count = 0;
+  while (!c.done()) {
+    uint64_t a, b;
+    if (!parse_u64(c, a)) break;
+    b = a;
+    if (c.p < c.end && *c.p == '-') {
+      ++c.p;
+      if (!parse_u64(c, b)) break;
+    }
+    for (uint64_t i = a; i <= b && i <= (1u << 20); ++i, ++count) visit(long(i));
+    if (c.p < c.end && *c.p == ',') ++c.p;
+    else break;
+  }
+  return count;
 }
 
 // Next whitespace-delimited token.

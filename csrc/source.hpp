@@ -10,6 +10,8 @@
 #include <time.h>
 #include <vector>
 
+#include "scan.hpp"
+
 namespace sysprof {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -81,7 +83,7 @@ struct Counter {
     prev = raw;
     return d;
   }
-  double total() const { return double(prev + offset); }
+  double total() const { return double(sat_add(prev, offset)); }
 };
 
 // A 64-bit kernel total that never wraps (PSI stall time, cgroup usage and bytes): a decrease can
@@ -110,11 +112,12 @@ inline double rate(uint64_t delta, double dt_s) { return dt_s > 0 ? double(delta
 // Per-second rate of a cumulative time counter that the kernel advances in scheduler-tick steps
 // (process and cgroup CPU time, PSI stall time): taken over the trailing kWindowNs, or the last
 // interval when that is longer, so those steps do not read as 0 % then 1000 % at millisecond
-// intervals. NaN until the history spans the window. Fixed storage: no allocation.
+// intervals. NaN until the history spans the window. Unsigned end to end: a value that went down
+// (a reset) gives 0, and no value, however corrupt, can overflow. Fixed storage: no allocation.
 class TrailingRate {
  public:
   static constexpr int64_t kWindowNs = 20000000;
-  double update(int64_t mono_ns, int64_t value) {
+  double update(int64_t mono_ns, uint64_t value) {
     const Reading* then = nullptr;
     for (size_t k = 0; k < n_; ++k) {
       const Reading& r = hist_[(head_ + kHist - 1 - k) % kHist];
@@ -136,12 +139,28 @@ class TrailingRate {
 
  private:
   struct Reading {
-    int64_t mono_ns = 0, value = 0;
+    int64_t mono_ns = 0;
+    uint64_t value = 0;
   };
   static constexpr size_t kHist = 256;  // spans the window down to ~80 us intervals
   Reading hist_[kHist];
   size_t head_ = 0, n_ = 0;
 };
+
+// Online CPUs: <sys_root>/devices/system/cpu/online when readable, else the cpuN lines of
+// <proc_root>/stat, else sysconf(_SC_NPROCESSORS_ONLN); at least 1. Read once per call (at open),
+// never per tick. The bound of every percent-of-one-core channel is 100 x a count of this kind.
+unsigned online_cpus(const Config& cfg);
+
+// A percent of one core, bounded by what `cpus` cores can do: the kernel adds CPU time in
+// scheduler-tick steps, so a short window can see more than the cores could run. NaN stays NaN.
+inline double cap_core_percent(double pct, unsigned cpus) {
+  double cap = 100.0 * double(cpus);
+  return pct > cap ? cap : pct;
+}
+
+// A count the kernel prints as signed: negative is corrupt, NaN.
+inline double count_or_nan(int64_t v) { return v < 0 ? kNaN : double(v); }
 
 inline void fill_nan(double* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = kNaN;

@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <sys/stat.h>
 
 #include "file_source.hpp"
@@ -119,7 +118,9 @@ class MemoryStat final : public CgroupFile {
 // where the cpu controller is enabled, so those channels exist only if the first read has them.
 class CpuStat final : public CgroupFile {
  public:
-  explicit CpuStat(std::string dir, bool throttling = false) : CgroupFile(std::move(dir), "cpu.stat"), throttling_(throttling) {}
+  // cpus: the CPUs the cgroup can run on, which bound cpu_percent.
+  CpuStat(std::string dir, unsigned cpus, bool throttling = false)
+      : CgroupFile(std::move(dir), "cpu.stat"), throttling_(throttling), cpus_(cpus) {}
 
  protected:
   static constexpr const char* kKeys[] = {"usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled",
@@ -142,7 +143,7 @@ class CpuStat final : public CgroupFile {
         channels.push_back(c);
     width_ = throttling_ ? 7 : 4;
   }
-  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<CpuStat>(dir_, throttling_); }
+  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<CpuStat>(dir_, cpus_, throttling_); }
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
     uint64_t v[6];
@@ -153,14 +154,16 @@ class CpuStat final : public CgroupFile {
       if (bad.empty()) err = file_.path() + ": no usage_usec";
       return false;
     }
-    double usage_rate = usage_.update(mono_ns, int64_t(v[0]));  // µs of CPU per s
+    double usage_rate = usage_.update(mono_ns, v[0]);  // µs of CPU per s
     if (!out) return true;
     // µs / 1e6 rather than * 1e-6: the double nearest the exact seconds, as the file's reader computes it
     auto get = [&](int i, double div) { return (found >> i) & 1u ? double(v[i]) / div : kNaN; };
     out[0] = get(0, 1e6);
     out[1] = get(1, 1e6);
     out[2] = get(2, 1e6);
-    out[3] = usage_rate / 1e4;  // percent of one core; usage_usec advances at the scheduler tick
+    // percent of one core; usage_usec advances at the scheduler tick, so a 20 ms window can see a
+    // burst above what the cgroup's CPUs could run: bounded by them
+    out[3] = cap_core_percent(usage_rate / 1e4, cpus_);
     if (throttling_) {
       out[4] = get(5, 1e6);
       out[5] = get(4, 1.0);
@@ -171,6 +174,7 @@ class CpuStat final : public CgroupFile {
 
  private:
   bool throttling_;
+  unsigned cpus_;
   TrailingRate usage_;
 };
 
@@ -228,7 +232,7 @@ class IoStat final : public CgroupFile {
         bad = std::string_view(line.p, size_t(line.end - line.p));
         continue;
       }
-      sum[0] += v[0], sum[1] += v[1];
+      sum[0] = sat_add(sum[0], v[0]), sum[1] = sat_add(sum[1], v[1]);
     }
     if (!bad.empty()) malformed(file_, bad, err);
     bool had_baseline = bytes_[0].valid;
@@ -254,16 +258,15 @@ class IoStat final : public CgroupFile {
 bool cgroup_dir(const Config& cfg, std::string& dir, std::string& err) {
   std::string rel = cfg.pid < 0 ? "self/cgroup" : std::to_string(cfg.pid) + "/cgroup";
   std::string file = join(cfg.proc_root, rel.c_str());
-  std::ifstream in(file);
-  if (!in) {
-    err = file + ": " + std::strerror(errno);
-    return false;
-  }
-  std::string line, path;
+  std::string text;
+  if (!read_small_file(file, text, err)) return false;
+  std::string path;
   bool v2 = false;
-  while (std::getline(in, line))
-    if (line.compare(0, 3, "0::") == 0) {
-      path = line.substr(3);
+  LineReader lines(text.data(), text.size());
+  Cursor c;
+  while (lines.next(c))
+    if (c.end - c.p >= 3 && std::memcmp(c.p, "0::", 3) == 0) {
+      path.assign(c.p + 3, c.end);
       v2 = true;
       break;
     }
@@ -285,6 +288,18 @@ bool cgroup_dir(const Config& cfg, std::string& dir, std::string& err) {
   return true;
 }
 
+// The CPUs the cgroup can run on: the online ones, or its cpuset.cpus.effective (cpuset controller)
+// where fewer. Read once at open.
+unsigned cgroup_cpus(const Config& cfg, const std::string& dir) {
+  unsigned n = online_cpus(cfg);
+  std::string list, ignored;
+  if (read_small_file(dir + "cpuset.cpus.effective", list, ignored)) {
+    size_t k = for_each_cpu_in_list(list.data(), list.size(), [](long) {});
+    if (k > 0 && k < n) n = unsigned(k);
+  }
+  return n;
+}
+
 }  // namespace
 
 std::unique_ptr<Source> make_cgroup_source() {
@@ -296,7 +311,7 @@ std::unique_ptr<Source> make_cgroup_source() {
     parts.push_back(std::make_unique<ValueFile>(dir, "memory.current", "cgroup/memory_current_bytes"));
     parts.push_back(std::make_unique<ValueFile>(dir, "memory.max", "cgroup/memory_max_bytes"));
     parts.push_back(std::make_unique<MemoryStat>(dir));
-    parts.push_back(std::make_unique<CpuStat>(dir));
+    parts.push_back(std::make_unique<CpuStat>(dir, cgroup_cpus(cfg, dir)));
     parts.push_back(std::make_unique<CpuMax>(dir));
     parts.push_back(std::make_unique<IoStat>(dir));
     return true;

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <fstream>
 
 #include "file_source.hpp"
 
@@ -17,7 +16,8 @@ constexpr const char* kModeNames[kModes] = {"user", "nice", "system", "idle", "i
 
 using Ticks = std::array<uint64_t, kModes>;
 
-// Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10.
+// Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10;
+// a line with more (a future kernel, a virtualization layer) keeps the 8 whose positions proc.rst fixes.
 bool parse_ticks(Cursor& c, Ticks& t) {
   int n = 0;
   uint64_t v;
@@ -59,14 +59,15 @@ struct TickState {
       return;
     }
     Ticks d;
-    uint64_t total = 0;
+    unsigned __int128 total = 0;  // 8 deltas of up to 2^64-1 each: a uint64 sum could wrap
     for (size_t i = 0; i < kModes; ++i) {
       d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0,
       if (now[i] < prev[i]) prev[i] = now[i];             // and counting resumes from the new value
       total += d[i];
     }
     if (total == 0) return;
-    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100.
+    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. Every part is at most
+    // the total, so (double rounding being monotonic) every percent lies in [0, 100].
     last[0] = 100.0 * double(total - d[kIdle] - d[kIowait]) / double(total);
     for (size_t i = 0; i < kModes; ++i) last[i + 1] = 100.0 * double(d[i]) / double(total);
     prev = now;
@@ -76,23 +77,6 @@ struct TickState {
     last.fill(kNaN);
   }
 };
-
-// Parses "0-3,8,10-11" (sysfs cpu list format).
-void parse_cpu_list(const std::string& s, std::vector<long>& ids) {
-  Cursor c{s.data(), s.data() + s.size()};
-  while (!c.done()) {
-    uint64_t a, b;
-    if (!parse_u64(c, a)) break;
-    b = a;
-    if (c.p < c.end && *c.p == '-') {
-      ++c.p;
-      if (!parse_u64(c, b)) break;
-    }
-    for (uint64_t i = a; i <= b && i <= (1u << 20); ++i) ids.push_back(long(i));
-    if (c.p < c.end && *c.p == ',') ++c.p;
-    else break;
-  }
-}
 
 class CpuSource final : public FileSource {
  public:
@@ -112,9 +96,9 @@ class CpuSource final : public FileSource {
       if (cpu_line_id(c, id) && id >= 0) ids.push_back(id);
     }
     // CPUs offline now still get a channel if sysfs says they are possible.
-    std::ifstream possible(join(cfg.sys_root, "devices/system/cpu/possible"));
-    std::string line;
-    if (possible && std::getline(possible, line)) parse_cpu_list(line, ids);
+    std::string possible, ignored;  // absent or unreadable: the ids of /proc/stat alone
+    if (read_small_file(join(cfg.sys_root, "devices/system/cpu/possible"), possible, ignored))
+      for_each_cpu_in_list(possible.data(), possible.size(), [&](long id) { ids.push_back(id); });
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     ids_ = ids;

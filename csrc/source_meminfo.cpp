@@ -1,5 +1,7 @@
 // /proc/meminfo: memory and swap in bytes (Documentation/filesystems/proc.rst, "meminfo").
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "file_source.hpp"
 
@@ -53,12 +55,16 @@ class MeminfoSource final : public FileSource {
       if (k < 0) continue;
       Cursor val{colon + 1, c.end};
       double x;
-      if (!parse_digits_double(val, x)) {
+      if (!parse_digits_double(val, x)) {  // not a number, or too large for a double
         bad = c.p, bad_end = c.end;
         continue;
       }
       skip_blanks(val);
       if (val.end - val.p >= 2 && val.p[0] == 'k' && val.p[1] == 'B') x *= 1024.0;  // kB is KiB here
+      if (!(x <= std::numeric_limits<double>::max())) {  // over 1.7e308 once scaled: never inf
+        bad = c.p, bad_end = c.end;
+        continue;
+      }
       v[k] = x;
       found |= 1u << k;
     }
@@ -68,11 +74,14 @@ class MeminfoSource final : public FileSource {
       return false;
     }
     auto get = [&](int k) { return has(k) ? v[k] : kNaN; };
-    double total = v[kMemTotal], free = v[kMemFree];
+    // Virtualization layers have reported wrapped negatives as huge free counts: free and available
+    // are at most the total, so used is never negative and used_percent lies in [0, 100].
+    double total = v[kMemTotal], free = std::min(v[kMemFree], total);
     // MemAvailable appeared in 3.14; before it, free + buffers + page cache is the usual estimate.
     double avail = has(kMemAvailable) ? v[kMemAvailable]
                                       : free + (has(kBuffers) ? v[kBuffers] : 0) + (has(kCached) ? v[kCached] : 0);
-    double used = total > avail ? total - avail : 0.0;
+    avail = std::min(avail, total);
+    double used = total - avail;
     out[0] = total;
     out[1] = avail;
     out[2] = used;
@@ -83,8 +92,9 @@ class MeminfoSource final : public FileSource {
     out[7] = get(kWriteback);
     out[8] = total > 0 ? 100.0 * used / total : kNaN;
     double st = get(kSwapTotal), sf = get(kSwapFree);
+    if (st == st) sf = std::min(sf, st);  // a NaN SwapFree stays NaN
     out[9] = st;
-    out[10] = st > sf ? st - sf : (st == st && sf == sf ? 0.0 : kNaN);
+    out[10] = st - sf;  // NaN if either is unknown
     out[11] = sf;
     if (bad) malformed(file_, std::string_view(bad, size_t(bad_end - bad)), err);
     return true;

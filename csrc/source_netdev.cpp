@@ -33,7 +33,7 @@ int parse_line(Cursor c, Line& l) {
   if (n.p == colon) return -1;
   l.name = std::string_view(n.p, size_t(colon - n.p));
   Cursor v{colon + 1, c.end};
-  uint64_t s[16];
+  uint64_t s[16];  // the 16 columns net-procfs.c prints; any past them (a future kernel) are not read
   for (int i = 0; i < 16; ++i)
     if (!parse_u64(v, s[i])) return -1;
   for (int i = 0; i < kCounters; ++i) l.v[i] = s[kColumn[i]];

@@ -80,8 +80,8 @@ class PsiFile final : public FileSource {
       double* o = out + size_t(k) * kPerKind;
       // Stall time accrues in scheduler-tick steps: rate over a trailing window, a share of wall
       // time and so at most 1.
-      double share = total_[k].update(mono_ns, int64_t(l.total_us)) / 1e6;
-      o[0] = l.avg[0], o[1] = l.avg[1], o[2] = l.avg[2];
+      double share = total_[k].update(mono_ns, l.total_us) / 1e6;
+      for (int a = 0; a < 3; ++a) o[a] = l.avg[a] <= 100.0 ? l.avg[a] : kNaN;  // a percent: above 100 is corrupt
       o[3] = double(l.total_us) / 1e6;  // the double nearest the exact seconds
       o[4] = share > 1.0 ? 1.0 : share;
     }

@@ -1,5 +1,6 @@
 // /proc/<pid>/stat of one process (this one by default): RSS, CPU time and threads.
 #include <cstring>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,9 +28,12 @@ class ProcessSource final : public FileSource {
   // its threads by the kernel) instead of stat's utime+stime, which advance in whole USER_HZ ticks.
   // Fixture trees use the ticks.
   bool discover(const Config& cfg, std::string&) override {
-    use_clock_ = cfg.proc_root == "/proc" &&
-                 (cfg.pid < 0 ? (clock_ = CLOCK_PROCESS_CPUTIME_ID, true)
-                              : clock_getcpuclockid(pid_t(cfg.pid), &clock_) == 0);
+    live_ = cfg.proc_root == "/proc";
+    use_clock_ = live_ && (cfg.pid < 0 ? (clock_ = CLOCK_PROCESS_CPUTIME_ID, true)
+                                       : clock_getcpuclockid(pid_t(cfg.pid), &clock_) == 0);
+    affinity_pid_ = cfg.pid < 0 ? pid_t(getpid()) : pid_t(cfg.pid);
+    online_ = online_cpus(cfg);
+    cpus_ = online_;
     return true;
   }
   void layout(std::vector<std::string>& channels) override {
@@ -39,6 +43,9 @@ class ProcessSource final : public FileSource {
     auto s = std::make_unique<ProcessSource>();
     s->use_clock_ = use_clock_;
     s->clock_ = clock_;
+    s->live_ = live_;
+    s->affinity_pid_ = affinity_pid_;
+    s->online_ = s->cpus_ = online_;
     return s;
   }
 
@@ -48,24 +55,25 @@ class ProcessSource final : public FileSource {
       err = file_.path() + ": malformed";
       return false;
     }
-    // CPU time in ns: the clock where available, else ticks.
+    // CPU time in ns: the clock where available, else ticks (in integer arithmetic, saturating).
     timespec ts;
     bool clock_ok = use_clock_ && clock_gettime(clock_, &ts) == 0;
     // Pair the CPU clock with a wall reading taken right beside it, not the tick's start: a thread
     // preempted in between would otherwise see more CPU time than wall time.
     if (clock_ok) mono_ns = mono_now_ns();
-    int64_t cpu_ns = clock_ok ? int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec
-                              : int64_t(double(s.utime + s.stime) * 1e9 / tick_hz_);
+    uint64_t cpu_ns = clock_ok ? uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec)
+                               : ticks_to_ns(s.cpu_ticks(), tick_hz_);
     // An exiting process drops its memory map before it turns zombie (vsize 0; only kernel threads
     // have none otherwise): its memory and CPU read NaN then, never 0.
     bool gone = s.gone();
     double cpu_rate = cpu_.update(mono_ns, cpu_ns);  // ns of CPU per s
+    if (live_ && mono_ns >= next_affinity_ns_) refresh_cpus(mono_ns);
     if (out) {
-      out[0] = gone ? kNaN : double(s.rss) * page_bytes_;
+      out[0] = gone || s.rss < 0 ? kNaN : double(s.rss) * page_bytes_;
       out[1] = gone ? kNaN : double(s.vsize);
-      out[2] = gone ? kNaN : cpu_rate / 1e7;  // percent of one core
-      out[3] = clock_ok ? double(cpu_ns) / 1e9 : double(s.utime + s.stime) / tick_hz_;
-      out[4] = gone ? kNaN : double(s.num_threads);
+      out[2] = gone ? kNaN : cap_core_percent(cpu_rate / 1e7, cpus_);  // percent of one core
+      out[3] = clock_ok ? double(cpu_ns) / 1e9 : double(s.cpu_ticks()) / double(tick_hz_);
+      out[4] = gone ? kNaN : count_or_nan(s.num_threads);
     }
     return true;
   }
@@ -73,8 +81,22 @@ class ProcessSource final : public FileSource {
  private:
   bool use_clock_ = false;
   clockid_t clock_ = CLOCK_PROCESS_CPUTIME_ID;
+  // The CPUs it can run on: the online ones, and on the live /proc its affinity where fewer (re-read
+  // once a second: taskset and numactl change it at run time). They bound cpu_percent.
+  void refresh_cpus(int64_t mono_ns) {
+    next_affinity_ns_ = mono_ns + 1000000000;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    unsigned n = sched_getaffinity(affinity_pid_, sizeof set, &set) == 0 ? unsigned(CPU_COUNT(&set)) : 0;
+    cpus_ = n > 0 && n < online_ ? n : online_;
+  }
+
+  bool live_ = false;
+  pid_t affinity_pid_ = 0;
+  unsigned online_ = 1, cpus_ = 1;
+  int64_t next_affinity_ns_ = 0;
   TrailingRate cpu_;
-  double tick_hz_ = double(sysconf(_SC_CLK_TCK));
+  uint64_t tick_hz_ = uint64_t(sysconf(_SC_CLK_TCK));
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 

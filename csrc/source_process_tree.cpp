@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
-#include <fcntl.h>
 #include <memory>
 #include <time.h>
 #include <unistd.h>
@@ -33,23 +32,6 @@ bool all_digits(const char* s) {
   for (; *s; ++s)
     if (!is_digit(*s)) return false;
   return true;
-}
-
-// Reads a whole (small) file into buf. False if it cannot be opened or read.
-bool slurp(const std::string& path, std::string& buf) {
-  buf.clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char chunk[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return n == 0;
-    }
-    buf.append(chunk, size_t(n));
-  }
 }
 
 class ProcessTreeSource final : public Source {
@@ -84,13 +66,14 @@ class ProcessTreeSource final : public Source {
     int64_t pid = 0;
     bool active = false, seen = false, use_clock = false, primed = false;
     clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
-    int64_t last_cpu_ns = 0;
+    uint64_t last_cpu_ns = 0;
     ProcFile file;
   };
 
   // Finds the root, chooses the discovery method, discovers and primes the baselines.
   bool setup(const Config& cfg, std::string& err) {
     proc_root_ = cfg.proc_root;
+    cpus_ = online_cpus(cfg);
     // Discovery reads cost ~25 us each (open, read, close): about a tenth of the interval per tick,
     // at least 8 (~0.2 ms at 1 kHz).
     files_per_tick_ = size_t(std::min<int64_t>(1024, std::max<int64_t>(8, cfg.interval_ns / 250000)));
@@ -100,9 +83,9 @@ class ProcessTreeSource final : public Source {
       if (live_) {
         root_pid_ = int64_t(getpid());
       } else {  // a fixture tree: proc/self/stat names the pid in its first field
-        std::string buf;
+        std::string buf, ignored;
         Cursor c{nullptr, nullptr};
-        if (slurp(join(proc_root_, "self/stat"), buf)) c = Cursor{buf.data(), buf.data() + buf.size()};
+        if (read_small_file(join(proc_root_, "self/stat"), buf, ignored)) c = Cursor{buf.data(), buf.data() + buf.size()};
         if (!c.p || !parse_i64(c, root_pid_) || root_pid_ <= 0) {
           err = join(proc_root_, "self/stat") + ": no pid";
           return false;
@@ -172,7 +155,8 @@ class ProcessTreeSource final : public Source {
         if (!all_digits(e->d_name)) continue;
         --budget;
         ProcStat s;
-        if (slurp(join(proc_root_, e->d_name) + "/stat", buf_) && parse_stat(buf_.data(), buf_.size(), s))
+        if (read_small_file(join(proc_root_, e->d_name) + "/stat", buf_, scratch_) &&
+            parse_stat(buf_.data(), buf_.size(), s))
           links_.emplace_back(std::strtoll(e->d_name, nullptr, 10), s.ppid);
         continue;
       }
@@ -194,7 +178,7 @@ class ProcessTreeSource final : public Source {
       }
       if (!all_digits(e->d_name)) continue;
       --budget;
-      if (!slurp(task_ + "/" + e->d_name + "/children", buf_)) continue;
+      if (!read_small_file(task_ + "/" + e->d_name + "/children", buf_, scratch_)) continue;
       Cursor c{buf_.data(), buf_.data() + buf_.size()};
       int64_t child;
       while (parse_i64(c, child))
@@ -244,9 +228,9 @@ class ProcessTreeSource final : public Source {
   bool tick(int64_t mono_ns, double* out, std::string& err) {
     if (!discovering_ && mono_ns >= next_discover_ns_) start_discovery(mono_ns);
     if (discovering_) step_discovery(files_per_tick_, err);
-    int64_t n = 0, threads = 0, total_ns = 0;
-    uint64_t rss_pages = 0;
-    bool root_live = false, clocked = false;
+    // Sums saturate: no member's value, however corrupt, can overflow them.
+    uint64_t n = 0, threads = 0, rss_pages = 0, total_ns = 0;
+    bool root_live = false, clocked = false, bad_threads = false, bad_rss = false;
     for (size_t k = 0; k < kMaxMembers; ++k) {
       Member& m = members_[k];
       if (!m.active) continue;
@@ -256,23 +240,25 @@ class ProcessTreeSource final : public Source {
         continue;
       }
       if (s.gone()) continue;  // exiting or a zombie: nothing left to count
-      int64_t cpu_ns;
+      uint64_t cpu_ns;
       if (m.use_clock) {
         timespec ts;
         if (clock_gettime(m.clock, &ts) != 0) continue;  // reaped since the read
-        cpu_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+        cpu_ns = uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
         clocked = true;
       } else {
-        cpu_ns = int64_t(double(s.utime + s.stime) * 1e9 / tick_hz_);
+        cpu_ns = ticks_to_ns(s.cpu_ticks(), tick_hz_);
       }
       // A member's first reading is its baseline: CPU time used before it joined is not a rate.
-      if (m.primed && cpu_ns > m.last_cpu_ns) cpu_acc_ns_ += cpu_ns - m.last_cpu_ns;
+      if (m.primed && cpu_ns > m.last_cpu_ns) cpu_acc_ns_ = sat_add(cpu_acc_ns_, cpu_ns - m.last_cpu_ns);
       m.last_cpu_ns = cpu_ns;
       m.primed = true;
       ++n;
-      threads += s.num_threads;
-      rss_pages += s.rss;
-      total_ns += cpu_ns;
+      bad_threads |= s.num_threads < 0;
+      bad_rss |= s.rss < 0;
+      if (s.num_threads > 0) threads = sat_add(threads, uint64_t(s.num_threads));
+      if (s.rss > 0) rss_pages = sat_add(rss_pages, uint64_t(s.rss));
+      total_ns = sat_add(total_ns, cpu_ns);
       if (m.pid == root_pid_) root_live = true;
     }
     // Pair the CPU clocks with a wall reading taken right after them, as the process source does.
@@ -283,10 +269,10 @@ class ProcessTreeSource final : public Source {
       return true;
     }
     out[0] = double(n);
-    out[1] = double(rss_pages) * page_bytes_;
-    out[2] = cpu_rate / 1e7;  // percent of one core
+    out[1] = bad_rss ? kNaN : double(rss_pages) * page_bytes_;  // a negative member's RSS is corrupt
+    out[2] = cap_core_percent(cpu_rate / 1e7, cpus_);          // percent of one core, at most the online CPUs
     out[3] = double(total_ns) / 1e9;
-    out[4] = double(threads);
+    out[4] = bad_threads ? kNaN : double(threads);
     return true;
   }
 
@@ -295,7 +281,8 @@ class ProcessTreeSource final : public Source {
   int64_t root_pid_ = -1;
   std::unique_ptr<Member[]> members_;
   int64_t next_discover_ns_ = 0;
-  int64_t cpu_acc_ns_ = 0;  // sum of the members' CPU-time deltas: monotonic
+  uint64_t cpu_acc_ns_ = 0;  // sum of the members' CPU-time deltas: monotonic
+  unsigned cpus_ = 1;        // online CPUs: members may each have their own affinity
   TrailingRate cpu_;
   // discovery state and scratch (allocates only on discovery ticks)
   std::vector<int64_t> found_;                      // root and descendants found so far, breadth first
@@ -305,7 +292,7 @@ class ProcessTreeSource final : public Source {
   std::string task_;                                // its path
   std::vector<std::pair<int64_t, int64_t>> links_;  // scanning: (pid, ppid) of every process
   std::string buf_, scratch_;
-  double tick_hz_ = double(sysconf(_SC_CLK_TCK));
+  uint64_t tick_hz_ = uint64_t(sysconf(_SC_CLK_TCK));
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 

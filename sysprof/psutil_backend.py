@@ -132,6 +132,18 @@ class _Ticks:
         return self.last
 
 
+def _cpus_of(proc) -> int:
+    """The CPUs a process can run on (its affinity where psutil has it), else the online CPUs; at
+    least 1. As csrc's online_cpus, they bound percent-of-one-core channels."""
+    n = psutil.cpu_count() or 1
+    try:
+        if proc is not None and hasattr(proc, "cpu_affinity"):
+            n = min(n, len(proc.cpu_affinity()) or n)
+    except (psutil.Error, OSError):
+        pass
+    return max(1, n)
+
+
 def _cpu_tuple(t) -> List[float]:
     return [float(getattr(t, m, 0.0)) for m in CPU_MODES]
 
@@ -249,11 +261,15 @@ class PsutilSampler:
     def _memory(self):
         def read(_t: int) -> List[float]:
             vm, sw = psutil.virtual_memory(), psutil.swap_memory()
-            used = max(0.0, float(vm.total - vm.available))
-            return [float(vm.total), float(vm.available), used, float(vm.free),
+            # as csrc/source_meminfo.cpp: free and available at most the total (wrapped negatives)
+            total, swap_total = float(vm.total), float(sw.total)
+            avail, free = min(float(vm.available), total), min(float(vm.free), total)
+            swap_free = min(float(sw.free), swap_total)
+            used = total - avail
+            return [total, avail, used, free,
                     float(getattr(vm, "buffers", NAN)), float(getattr(vm, "cached", NAN)),
-                    NAN, NAN, 100.0 * used / vm.total if vm.total else NAN,
-                    float(sw.total), max(0.0, float(sw.total - sw.free)), float(sw.free)]
+                    NAN, NAN, 100.0 * used / total if total else NAN,
+                    swap_total, swap_total - swap_free, swap_free]
         return list(MEMORY_CHANNELS), read
 
     def _disk(self, sys_root: str):
@@ -295,6 +311,7 @@ class PsutilSampler:
         # /proc; another one: psutil's utime+stime, whole ticks, which TrailingRate smooths.
         own = pid is None or pid == os.getpid()
         rate = TrailingRate()
+        cap = 100.0 * _cpus_of(proc)  # percent of one core: at most what its CPUs can run
 
         def read(_t: int) -> List[float]:
             try:
@@ -313,7 +330,7 @@ class PsutilSampler:
                     cpu_ns = None
             if cpu_ns is None:
                 return [NAN] * 5
-            pct = rate.update(time.monotonic_ns(), cpu_ns) / 1e7  # paired with the CPU reading
+            pct = min(rate.update(time.monotonic_ns(), cpu_ns) / 1e7, cap)  # paired with the CPU reading
             if gone:
                 return [NAN, NAN, NAN, cpu_ns / 1e9, NAN]
             return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
@@ -329,6 +346,7 @@ class PsutilSampler:
         from the rate; its first reading is only a baseline)."""
         root = psutil.Process(pid)
         rate = TrailingRate()
+        cap = 100.0 * _cpus_of(None)  # members may each have their own affinity: the online CPUs
         st = {"members": {}, "next": 0, "acc": 0}  # members: pid -> [psutil.Process, last cpu ns or None]
 
         def discover(now: int) -> None:
@@ -371,7 +389,7 @@ class PsutilSampler:
                 rss += mem.rss
                 total += cpu_ns
                 root_live = root_live or mpid == root.pid
-            pct = rate.update(time.monotonic_ns(), st["acc"]) / 1e7
+            pct = min(rate.update(time.monotonic_ns(), st["acc"]) / 1e7, cap)
             if not root_live:
                 return [NAN] * 5
             return [float(n), float(rss), pct, total / 1e9, float(threads)]

@@ -382,3 +382,85 @@ def test_live_cgroup_cpu_percent_within_the_machine():
     assert len(v) >= 150
     assert v.max() <= 100 * (os.cpu_count() or 1) * 1.2, v.max()
     assert np.median(v) >= 50, np.median(v)  # this busy thread is in the cgroup
+
+
+# --------------------------------------------------------------------------------------------------
+# out-of-range file contents: every value finite and in its physical range, or NaN
+# --------------------------------------------------------------------------------------------------
+U64 = 2**64 - 1
+
+
+def test_pressure_out_of_range_values(tmp_path):
+    # only proc/pressure/cpu. v1: some avg10=250.00 and avg300=100.01 are not percents (NaN), avg60=100.00
+    # is; total=2^63-1 µs. v2: some +10^12 µs (across 2^63: a signed window overflowed to -3.6e14),
+    # full 0 -> 2^64-1: shares of wall time, capped at exactly 1. v3: some back to 5: a reset, 0.
+    tree = Tree("pressure_ranges", tmp_path)
+    s, _ = open_sampler(tree, pressure=True)
+    assert list(s.channels) == psi_channels("cpu")
+    row, _ = take(s)
+    nan("cpu some avg10", row["pressure/cpu/some_avg10_percent"])
+    exact("cpu some avg60", row["pressure/cpu/some_avg60_percent"], 100.0)
+    nan("cpu some avg300", row["pressure/cpu/some_avg300_percent"])
+    exact("cpu some total", row["pressure/cpu/some_seconds_total"], (2**63 - 1) / 1e6)
+    assert row["pressure/cpu/some_seconds_per_second"] == 0.0
+    assert row["pressure/cpu/full_seconds_per_second"] == 0.0
+    tree.apply("v2")
+    row, _ = take(s)
+    check_psi(row, "cpu", "some", (1.0, 2.0, 3.0), 9223373036854775807)
+    exact("cpu full total", row["pressure/cpu/full_seconds_total"], U64 / 1e6)
+    assert row["pressure/cpu/some_seconds_per_second"] == 1.0, row["pressure/cpu/some_seconds_per_second"]
+    assert row["pressure/cpu/full_seconds_per_second"] == 1.0, row["pressure/cpu/full_seconds_per_second"]
+    tree.apply("v3")
+    row, _ = take(s)
+    assert row["pressure/cpu/some_seconds_per_second"] == 0.0
+    assert row["pressure/cpu/full_seconds_per_second"] == 0.0  # unchanged at 2^64-1
+    exact("cpu some total", row["pressure/cpu/some_seconds_total"], 5 / 1e6)
+
+
+def test_cgroup_out_of_range_values(tmp_path):
+    # 64 online CPUs, but cpuset.cpus.effective "0-1,5" gives the cgroup 3. io.stat's rbytes are
+    # 2^64-1 on both devices: the sum saturates at 2^64-1, never wraps to 2^64-2.
+    tree = SysTree("cgroup_ranges", tmp_path)
+    s, _ = open_sampler(tree, cgroup=True)
+    assert "cgroup/cpu_percent" in s.channels and "cgroup/memory_current_bytes" in s.channels
+    row, _ = take(s)
+    exact("memory_current", row["cgroup/memory_current_bytes"], 4096)
+    exact("memory_max", row["cgroup/memory_max_bytes"], INF)  # "max": no limit, the documented +inf
+    exact("usage", row["cgroup/cpu_usage_seconds_total"], (2**63 - 1) / 1e6)
+    assert row["cgroup/cpu_percent"] == 0.0
+    exact("io read", row["cgroup/io_read_bytes"], float(U64))
+    exact("io write", row["cgroup/io_write_bytes"], 3)
+    exact("limit", row["cgroup/cpu_limit_cores"], INF)  # "max 100000"
+    # v2: usage +10^12 µs across 2^63 (a signed window overflowed): bounded by the 3 CPUs, exactly
+    # 300 %. memory.current and cpu.max's quota of 400 digits: malformed, NaN, never inf.
+    tree.apply("v2")
+    row, _ = take(s)
+    assert row["cgroup/cpu_percent"] == 300.0, row["cgroup/cpu_percent"]
+    exact("usage", row["cgroup/cpu_usage_seconds_total"], 9223373036854775807 / 1e6)
+    nan("memory_current", row["cgroup/memory_current_bytes"])
+    nan("limit", row["cgroup/cpu_limit_cores"])
+    err = s.errors["cgroup"]
+    assert "memory.current: malformed" in err and "cpu.max: malformed" in err, err
+    assert row["cgroup/io_read_bytes_per_second"] == 0.0
+    exact("anon", row["cgroup/memory_anon_bytes"], 4096)  # the other files go on
+
+
+def test_cgroup_cpu_percent_bounded_by_online_cpus_without_cpuset(tmp_path):
+    # no cpuset.cpus.effective (cpuset controller not enabled): the 64 online CPUs bound it
+    tree = SysTree("cgroup_ranges", tmp_path)
+    tree.remove_sys("fs/cgroup/job/cpuset.cpus.effective")
+    (tree.root / "sys" / "devices" / "system" / "cpu" / "online").write_text("0-1\n")
+    s, _ = open_sampler(tree, cgroup=True)
+    tree.apply("v2")
+    row, _ = take(s)
+    assert row["cgroup/cpu_percent"] == 200.0, row["cgroup/cpu_percent"]
+
+
+def test_cgroup_file_of_pid_not_a_regular_file(tmp_path):
+    # /proc/self/cgroup as a FIFO: refused at open (O_NONBLOCK: no writer cannot block it)
+    tree = SysTree("cgroup_ranges", tmp_path)
+    (tree.root / "proc" / "self" / "cgroup").unlink()
+    os.mkfifo(tree.root / "proc" / "self" / "cgroup")
+    s, _ = open_sampler(tree, cgroup=True)
+    assert s.channels == ()
+    assert s.errors["cgroup"] == tree.proc + "/self/cgroup: not a regular file", s.errors
