@@ -26,9 +26,10 @@ import math
 import os
 import pathlib
 import tempfile
-import weakref
 import zlib
 from typing import Any, Iterable, Union
+
+from sysprof import forks
 
 __all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path",
            "lock_trace", "TraceBusyError"]
@@ -83,20 +84,6 @@ def is_gzip_path(path: PathLike) -> bool:
     return os.fspath(path).lower().endswith(".gz")
 
 
-# Every open writer, for the fork handler below.
-_WRITERS: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for writer in list(_WRITERS):
-        if not writer._closed:
-            writer._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 class ChromeTraceWriter:
     """Stream trace events to a Chrome trace-event JSON file (``.json``, or gzip when the name ends in ``.gz``).
 
@@ -142,12 +129,14 @@ class ChromeTraceWriter:
         self._closed = False
         self._count = 0
         self._bytes = 0
-        _WRITERS.add(self)
+        forks.register(self)
         self._put("[\n")
 
     def _after_fork_in_child(self) -> None:
         """A forked child shares this file with the parent; whatever it writes, flushes or closes (at its exit,
         when the file object is freed) would land in the parent's trace. Point its descriptor at /dev/null here."""
+        if self._closed:
+            return
         try:
             fd = self._file.fileno()
         except (OSError, ValueError):  # closed, or no descriptor

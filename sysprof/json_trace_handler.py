@@ -23,13 +23,13 @@ import pathlib
 import sys
 import threading
 import time
-import weakref
 from typing import Any, Optional, Sequence, Union
 
 import json
 
 import numpy as np
 
+from sysprof import forks
 from sysprof.chrome_trace import ChromeTraceWriter, counter_args, encode_event, is_gzip_path, read_trace
 from sysprof.schedule import current_action
 from sysprof.trace_handler import CounterRows, TraceHandler
@@ -43,18 +43,6 @@ _B, _E, _I, _C, _RAW, _META, _TEXT = range(7)  # _RAW: external event; _META: ou
 _TS_SENTINEL = "\x01ts\x01"
 _VALUE_SENTINEL = "\x01v\x01"
 _PH = ("B", "E", "i", "C")
-
-
-_LIVE: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for handler in list(_LIVE):
-        handler._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _torch_dist() -> Any:
@@ -177,7 +165,7 @@ class JSONTraceHandler(TraceHandler):
 
         self._pending: collections.deque = collections.deque()
         self._lock = threading.RLock()
-        _LIVE.add(self)  # for the fork handler above
+        forks.register(self)
         self._folder: Optional[str] = None
         self._writer: Optional[ChromeTraceWriter] = None
         self._merged_writer: Optional[ChromeTraceWriter] = None

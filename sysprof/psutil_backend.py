@@ -13,12 +13,13 @@ import os
 import sys
 import threading
 import time
-import weakref
 from collections import deque
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import psutil
+
+from sysprof import forks
 
 NAN = math.nan
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -41,19 +42,6 @@ MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_
                    "memory/free_bytes", "memory/buffers_bytes", "memory/cached_bytes",
                    "memory/dirty_bytes", "memory/writeback_bytes", "memory/used_percent",
                    "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
-
-
-# Every PsutilSampler, so that a forked child can release the locks their threads held in the parent.
-_LIVE: "weakref.WeakSet[PsutilSampler]" = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for sampler in list(_LIVE):
-        sampler._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Counter:
@@ -218,7 +206,7 @@ class PsutilSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        _LIVE.add(self)
+        forks.register(self)
 
     def _after_fork_in_child(self) -> None:
         """The sampling thread is not in a forked child and may have held the lock: start over unlocked."""

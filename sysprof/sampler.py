@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from . import forks
+
 try:
     from . import _native
     _NATIVE_ERROR: Optional[str] = None
@@ -43,19 +45,6 @@ def native_available() -> Tuple[bool, str]:
 
 
 _warned_fallback = False
-
-# Bumped in the child of every fork(): a Sampler made in an earlier generation was inherited and its
-# thread is in the parent (the native extension keeps its own count through pthread_atfork).
-_fork_generation = 0
-
-
-def _after_fork_in_child() -> None:
-    global _fork_generation
-    _fork_generation += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _INHERITED = ("this Sampler was made before fork() and its thread is in the parent process; "
               "make a new Sampler in this process")
@@ -161,7 +150,7 @@ class Sampler:
             _warn_fallback(why)
         self.interval = float(interval)
         self.capacity = capacity
-        self._generation = _fork_generation
+        self._generation = forks.generation()  # a later one: inherited (the extension counts with pthread_atfork)
         flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
                      process=process, gpu=gpu, pressure=pressure, cgroup=cgroup, process_tree=process_tree)
         if self.backend == "native":
@@ -186,7 +175,7 @@ class Sampler:
         """True in a process forked after this Sampler was made: there it is not running, ``stop()`` and
         ``del`` do nothing, ``drain()`` returns no rows (they are the parent's) and ``start()`` and
         ``sample()`` raise RuntimeError. Make a new Sampler in the child instead."""
-        return self._generation != _fork_generation
+        return self._generation != forks.generation()
 
     @property
     def errors(self) -> Dict[str, str]:

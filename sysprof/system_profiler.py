@@ -14,16 +14,15 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import os
 import re
 import sys
 import threading
 import time
-import weakref
 from typing import Any, Optional
 
 import numpy as np
 
+from sysprof import forks
 from sysprof.callback import Callback, event_name
 from sysprof.report import source_available
 from sysprof.schedule import current_action
@@ -33,17 +32,6 @@ __all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS"]
 
 log = logging.getLogger(__name__)
 
-# Every SystemProfiler, so that a forked child (a DataLoader worker) drops what it inherited.
-_LIVE: "weakref.WeakSet" = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for profiler in list(_LIVE):
-        profiler._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
 _RECORDED_ACTIONS = frozenset({"warmup", "active", "active_and_save"})
@@ -242,7 +230,7 @@ class SystemProfiler(Callback):
         self._counts = {"rows_drained": 0, "rows_recorded": 0}
         self._series: Optional[list] = None
         self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
-        _LIVE.add(self)
+        forks.register(self)
 
     def _after_fork_in_child(self) -> None:
         """In a forked child the sampler and the drain thread are the parent's, and the lock may have been held
