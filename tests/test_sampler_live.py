@@ -629,7 +629,7 @@ def _busy_children(n):
 def _tree_cpu_seconds():
     """(this process and its descendants: psutil's utime + stime summed, members) — the independent reader."""
     me = psutil.Process()
-    members = [me] + me.children(recursive=True)
+    members = [p for p in [me] + me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]  # as sysprof
     total = 0.0
     for p in members:
         t = p.cpu_times()
