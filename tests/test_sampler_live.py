@@ -34,6 +34,20 @@ def check_invariant(st):
     assert st["taken"] == st["drained"] + st["dropped"] + st["buffered"], st
 
 
+def wait_until(pred, what, timeout=60.0):
+    """Polls ``pred`` until it holds. The suite must pass with every core busy, so tests wait for the work they
+    need (rows taken, CPU time used) instead of assuming how much a fixed sleep gives; ``timeout`` only turns a
+    thread that never runs (a real defect) into a failure instead of a hang."""
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, f"not within {timeout} s: {what}"
+        time.sleep(0.002)
+
+
+def wait_taken(s, n):
+    wait_until(lambda: s.stats["taken"] >= n, f"{n} rows taken ({s.stats})")
+
+
 # --------------------------------------------------------------------------------------------------
 # backends agree
 # --------------------------------------------------------------------------------------------------
@@ -189,9 +203,9 @@ def test_ring_accounting_under_overflow():
     cap = 16
     s = Sampler(interval=0.0005, capacity=cap, **dict(OFF, cpu=True))
     s.start()
-    time.sleep(0.1)  # ~200 deadlines into 16 slots
+    wait_taken(s, 4 * cap)  # more rows than slots: some were dropped
     first = s.drain()
-    time.sleep(0.15)
+    wait_taken(s, s.stats["taken"] + 2 * cap)
     s.stop()
     st = s.stats
     check_invariant(st)
@@ -212,7 +226,7 @@ def test_ring_accounting_under_overflow():
 def test_start_stop_start():
     s = Sampler(interval=0.005, **dict(OFF, cpu=True, memory=True))
     s.start()
-    time.sleep(0.1)
+    wait_taken(s, 5)
     s.stop()
     b1 = s.drain()
     taken = s.stats["taken"]
@@ -220,7 +234,7 @@ def test_start_stop_start():
     assert s.stats["taken"] == taken, "thread still sampling after stop()"
     t_mid = time.time_ns()
     s.start()
-    time.sleep(0.1)
+    wait_taken(s, taken + 5)
     s.stop()
     b2 = s.drain()
     assert len(b1) >= 5 and len(b2) >= 5, (len(b1), len(b2))
@@ -254,12 +268,12 @@ def test_two_samplers_at_once():
     assert set(a.channels).isdisjoint(b.channels)
     a.start()
     b.start()
-    time.sleep(0.25)
+    wait_taken(a, 60)  # both threads run at once (the count each reaches is a benchmark, not a test)
+    wait_taken(b, 25)
     a.stop()
     b.stop()
     ba, bb = a.drain(), b.drain()
-    assert len(ba) >= 60, len(ba)  # ~125 expected
-    assert len(bb) >= 25, len(bb)  # ~50 expected
+    assert len(ba) >= 60 and len(bb) >= 25, (len(ba), len(bb))
     assert ba.values.shape[1] == len(a.channels) and bb.values.shape[1] == len(b.channels)
     assert np.all(ba.column("memory/total_bytes") == psutil.virtual_memory().total)
     check_invariant(a.stats)
@@ -269,7 +283,7 @@ def test_two_samplers_at_once():
 def test_context_manager():
     with Sampler(interval=0.005, **dict(OFF, memory=True)) as s:
         assert isinstance(s, Sampler)
-        time.sleep(0.1)
+        wait_taken(s, 5)
     taken = s.stats["taken"]
     assert taken >= 5
     time.sleep(0.05)
@@ -281,7 +295,7 @@ def test_drain_types():
     s = Sampler(interval=0.005, **dict(OFF, cpu=True, memory=True, net=True))
     t0 = time.time_ns()
     s.start()
-    time.sleep(0.1)
+    wait_taken(s, 5)
     s.stop()
     t1 = time.time_ns()
     b = s.drain()
@@ -304,7 +318,7 @@ def test_drain_types():
 def test_psutil_backend_threaded():
     s = Sampler(backend="psutil", interval=0.02, **dict(OFF, memory=True, net=True))
     s.start()
-    time.sleep(0.2)
+    wait_taken(s, 3)
     s.stop()
     b = s.drain()
     assert len(b) >= 3
@@ -370,7 +384,11 @@ BLOCKED = textwrap.dedent(r"""
         assert "backend" in str(e), e
     else:
         raise SystemExit("backend='native' did not raise ValueError")
-    s.start(); time.sleep(0.1); s.stop()
+    s.start()
+    end = time.monotonic() + 60
+    while s.stats["taken"] < 2 and time.monotonic() < end:  # rows taken, however busy the machine
+        time.sleep(0.005)
+    s.stop()
     b = s.drain()
     assert len(b) >= 2, len(b)
     assert b.values.shape == (len(b), len(s.channels))
@@ -386,66 +404,119 @@ def test_import_without_extension_falls_back_to_psutil():
 # --------------------------------------------------------------------------------------------------
 # 1 kHz
 # --------------------------------------------------------------------------------------------------
-def test_1khz_drains_95_percent_of_deadlines():
-    s = Sampler(interval=0.001, cpu=True, memory=True, disk=True, net=True)
-    assert s.backend == "native"
+def check_deadline_accounting(b, st, interval_ns, t_before_start, t_after_stop):
+    """What absolute deadlines guarantee on any machine, busy or not (csrc/sampler.cpp, Sampler::run).
+
+    Rows are taken at deadlines S + k * interval, S = when the thread starts; a deadline passed during a sample or
+    a late wake-up is skipped and counted in missed_deadlines; stop() adds one row unless one was just taken.
+    Each deadline row is stamped between its sample's start t0 >= its deadline and end t1 < the next deadline taken,
+    and after the last deadline row the pending deadline lies in (t1, t1 + interval]. Hence, with D the deadline
+    rows (taken or taken - 1) and w the row stamps:
+      (D + missed) * interval = pending - S, within [w[-2] - w[0], t_after_stop - t_before_start + interval];
+      w[i + 2] - w[i] > interval for deadline rows (two rows never share a deadline: no burst catching up).
+    Wall stamps vs the monotonic deadlines: allow NTP's 500 ppm slew and a microsecond of rounding."""
+    w = b.timestamps_ns
+    taken, missed = st["taken"], st["missed_deadlines"]
+    assert len(w) == taken >= 2, (len(w), st)
+    slew = 5e-4 * (t_after_stop - t_before_start) / interval_ns + 1
+    lo = (w[-2] - w[0]) / interval_ns
+    hi = (t_after_stop - t_before_start) / interval_ns + 2
+    assert lo - slew <= taken + missed <= hi + slew, (lo, taken, missed, hi, st)
+    spans = w[2:-1] - w[:-3]  # rows i and i + 2, both on deadlines (the last row may be the one at stop)
+    assert spans.size == 0 or spans.min() > interval_ns * (1 - 5e-4) - 1000, (spans.min(), interval_ns)
+
+
+@pytest.mark.parametrize("backend,interval", [("native", 0.001), ("psutil", 0.005)])
+def test_rows_and_missed_deadlines_account_for_every_deadline(backend, interval):
+    """rows + missed == deadlines elapsed, exactly up to the bounds of check_deadline_accounting. Catches: a
+    missed deadline not counted, relative instead of absolute deadlines (the period stretches by each sample's
+    cost and wake-up latency: fewer deadlines accounted than elapsed), bursts that make up missed deadlines, rows
+    lost between the thread and drain(). How many of the 1 kHz deadlines a free core hits (>= 99 %) is measured in
+    benchmarks/run.py (interference section), not asserted here."""
+    s = Sampler(backend=backend, interval=interval, cpu=True, memory=True, disk=True, net=True)
+    t0 = time.time_ns()
     s.start()
-    time.sleep(2.0)
+    wait_taken(s, 100)
+    time.sleep(1.0)
     s.stop()
+    t1 = time.time_ns()
     b = s.drain()
     st = s.stats
-    deadlines = 2.0 / 0.001
-    assert len(b) >= 0.95 * deadlines, (len(b), st)
     assert st["dropped"] == 0 and st["buffered"] == 0
     check_invariant(st)
-    assert st["missed_deadlines"] <= 0.05 * deadlines, st
-    gaps = np.diff(b.timestamps_ns)
-    assert np.all(gaps > 0)
-    assert 0.9e6 <= np.median(gaps) <= 1.1e6, np.median(gaps)  # absolute 1 ms deadlines
-    assert 0 < st["sample_ns_mean"] < 1e6, st  # a sample costs less than its period
-    assert st["sample_ns_p99"] > 0
+    check_deadline_accounting(b, st, round(interval * 1e9), t0, t1)
+    assert np.all(np.diff(b.timestamps_ns) > 0)
+    assert t0 <= b.timestamps_ns[0] and b.timestamps_ns[-1] <= t1
+    # cost statistics are a distribution of positive costs (their size is a benchmark)
+    assert 0 < st["sample_ns_mean"] <= st["sample_ns_max"] and 0 < st["sample_ns_p99"] <= st["sample_ns_max"], st
 
 
-@pytest.mark.parametrize("backend,interval,min_rows", [
-    ("native", 0.001, 150),
-    # The psutil thread needs the GIL, which the busy loop below holds for up to
-    # sys.getswitchinterval() (5 ms) at a time, and gives it back at every file read: it cannot
-    # keep 1 kHz, nor even 5 ms; rows come 10-50 ms apart (missed deadlines are skipped).
-    ("psutil", 0.005, 5),
-])
-def test_process_cpu_percent_is_smooth_at_1khz(backend, interval, min_rows):
+@pytest.mark.parametrize("backend,interval", [("native", 0.001), ("psutil", 0.005)])
+def test_process_cpu_percent_is_smooth_at_1khz(backend, interval):
     # stat's utime+stime advance in whole ticks (10 ms at USER_HZ 100): read every 1 ms they would
     # give rows of 0 % and 1000 %. Both backends read this process's CPU clock and take the percent
-    # over the trailing 20 ms.
+    # over the trailing 20 ms. Thread run: NaN only until the history spans the window, never more CPUs than exist.
     s = Sampler(interval=interval, backend=backend, **dict(OFF, process=True))
     with s:
         end = time.monotonic() + 0.3
-        while time.monotonic() < end:  # one busy thread
-            pass
+        while True:  # one busy thread, for 0.3 s and until 100 rows (their history spans the window)
+            if time.monotonic() >= end:
+                if s.stats["taken"] >= 100:
+                    break
+                end = time.monotonic() + 0.05
     v = s.drain().column("process/cpu_percent")
     known = ~np.isnan(v)
     first = int(np.argmax(known))
-    assert known[first:].all(), v  # NaN only until the history spans the window
+    assert known.any() and known[first:].all(), v
     v = v[known]
-    assert len(v) >= min_rows, (len(v), s.stats)
     ncpu = os.cpu_count() or 1
-    assert np.max(v) <= 100 * ncpu * 1.2, np.max(v)  # never more CPUs than exist
-    assert np.median(v) >= 50, np.median(v)  # busy most of the time, not mostly 0
+    assert np.all(v >= 0) and np.max(v) <= 100 * ncpu * 1.2, np.max(v)
+
+
+@pytest.mark.parametrize("backend", ["native", "psutil"])
+def test_process_cpu_percent_is_the_cpu_clock_over_the_elapsed_time(backend):
+    """Two samples with busy Python between them: the second's cpu_percent is exactly 100 x the change of its
+    own cpu_seconds_total (the CPU clock, ns) over the monotonic time between the two readings, which lies
+    between the Python clock reads around the calls, and cpu_seconds_total lies between time.process_time()
+    reads (an independent reader at the same moment). Holds however little of a core this process gets; a rate
+    from stat's 10 ms ticks, or over the wrong time, or in the wrong unit misses the bracket."""
+    s = Sampler(backend=backend, **dict(OFF, process=True))
+    m0, c0 = time.monotonic_ns(), time.process_time()
+    a = s.sample()
+    m1, c1 = time.monotonic_ns(), time.process_time()
+    between("cpu_seconds_total", a["process/cpu_seconds_total"], c0, c1, slack=1e-9)
+    end = time.monotonic() + 0.03
+    while time.monotonic() < end:  # > the 20 ms window: the reading at a is the one the rate uses
+        pass
+    m2 = time.monotonic_ns()
+    b = s.sample()
+    m3, c3 = time.monotonic_ns(), time.process_time()
+    assert b["process/cpu_seconds_total"] <= c3 + 1e-9
+    used = b["process/cpu_seconds_total"] - a["process/cpu_seconds_total"]
+    assert used > 0
+    between("process/cpu_percent", b["process/cpu_percent"], 100 * used / ((m3 - m0) / 1e9),
+            100 * used / ((m2 - m1) / 1e9), slack=1e-6)
 
 
 @pytest.mark.parametrize("backend", ["native", "psutil"])
 def test_rows_at_start_and_stop_even_below_one_interval(backend):
-    # A run shorter than the interval still has both ends: a row at start() and one at stop().
-    s = Sampler(interval=10.0, backend=backend, **dict(OFF, memory=True))
+    # A run shorter than the interval still has both ends: a row at start() and one at stop(). Ordering, not
+    # latency: the first row is stamped after start() was called and before the test saw it taken; the last
+    # after stop() was called (a second row on a deadline would need an hour). Catches a first row only after
+    # one interval (the wait would time out), a missing or early stop row, a deadline row at stop.
+    s = Sampler(interval=3600.0, backend=backend, **dict(OFF, memory=True))
     t0 = time.time_ns()
     s.start()
-    time.sleep(0.2)
+    wait_taken(s, 1)
+    t_seen = time.time_ns()
+    time.sleep(0.01)  # a row "just taken" (< min(interval / 2, 1 ms)) replaces the one at stop
+    t_stop = time.time_ns()
     s.stop()
     t1 = time.time_ns()
     b = s.drain()
     assert len(b) == 2, len(b)
-    assert t0 <= b.timestamps_ns[0] < t0 + 50_000_000  # at start
-    assert t1 - 50_000_000 < b.timestamps_ns[1] <= t1  # at stop
+    assert t0 <= b.timestamps_ns[0] <= t_seen  # at start
+    assert t_stop <= b.timestamps_ns[1] <= t1  # at stop
     st = s.stats
     assert st["taken"] == 2 and st["missed_deadlines"] == 0
     # nearest-rank p99 of two costs is the larger one: never above the max, never below the mean
@@ -555,40 +626,88 @@ def _busy_children(n):
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
+def _tree_cpu_seconds():
+    """(this process and its descendants: psutil's utime + stime summed, members) — the independent reader."""
+    me = psutil.Process()
+    members = [p for p in [me] + me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]  # as sysprof
+    total = 0.0
+    for p in members:
+        t = p.cpu_times()
+        total += t.user + t.system
+    return total, len(members)
+
+
 @pytest.mark.parametrize("backend", ["native", "psutil"])
 def test_process_tree_follows_busy_children(backend):
-    """Three busy children of this process show in process_tree (at most ~200 % on a 2-core machine,
-    plus this process), and leave it when killed."""
+    """Three busy children of this process are members of process_tree, their CPU time is in it, and they leave
+    it when killed. CPU is checked against psutil's reading of the same /proc/<pid>/stat files around each
+    sample, not against a rate: how much CPU three busy children get depends on what else the cores run (on a
+    loaded 2-core machine sysprof rightly measured 18 %). Catches children not followed (their CPU, >= 0.2 s each
+    between the two samples, is missing from the total and the rate), a rate over the wrong time or in the wrong
+    unit, killed children that stay members."""
+    tick = 1 / os.sysconf("SC_CLK_TCK")
     kids = _busy_children(3)
     try:
-        time.sleep(0.2)  # started and spinning
+        wait_until(lambda: len(psutil.Process().children()) >= 3, "children started")
+        sync = Sampler(backend=backend, pid=os.getpid(), **dict(OFF, process_tree=True))
+        assert sync.channels == ("process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
+                                 "process_tree/cpu_seconds_total", "process_tree/num_threads")
+        m0 = time.monotonic_ns()
+        p0, n0 = _tree_cpu_seconds()
+        a = sync.sample()
+        p1, n1 = _tree_cpu_seconds()
+        m1 = time.monotonic_ns()
+        kid_cpu = [sum(psutil.Process(k.pid).cpu_times()[:2]) for k in kids]
+        wait_until(lambda: all(sum(psutil.Process(k.pid).cpu_times()[:2]) >= c + 0.2 for k, c in zip(kids, kid_cpu))
+                   and time.monotonic_ns() - m1 >= 200_000_000, "each child used 0.2 s of CPU", timeout=300)
+        m2 = time.monotonic_ns()
+        p2, n2 = _tree_cpu_seconds()
+        b = sync.sample()
+        p3, n3 = _tree_cpu_seconds()
+        m3 = time.monotonic_ns()
+        assert n0 == n1 == n2 == n3 >= 4
+        assert a["process_tree/num_processes"] == b["process_tree/num_processes"] == n0
+        # Each member's stat time is in whole ticks (truncated); this process's own CPU may be read from its
+        # clock (ns), ahead of its ticks by up to 2: allow 2 ticks per member.
+        slack = 2 * tick * n0
+        between("cpu_seconds_total at a", a["process_tree/cpu_seconds_total"], p0, p1, slack=slack)
+        between("cpu_seconds_total at b", b["process_tree/cpu_seconds_total"], p2, p3, slack=slack)
+        # The rate at b is over [a, b] (> the 20 ms window, no reading in between): exactly the change of the
+        # total over the monotonic time between the readings, which lies inside the clock reads around the calls.
+        used = b["process_tree/cpu_seconds_total"] - a["process_tree/cpu_seconds_total"]
+        lo, hi = 100 * used / ((m3 - m0) / 1e9), 100 * used / ((m2 - m1) / 1e9)
+        cap = 100 * len(os.sched_getaffinity(0))  # a rate may be bounded by the CPUs that can run it
+        between("process_tree/cpu_percent", b["process_tree/cpu_percent"], min(lo, cap), hi, slack=1e-6)
+
+        # The sampling thread: every row drained before the kill has all four; the row at stop (after the kill
+        # and the reaping) has them gone.
         s = Sampler(backend=backend, interval=0.01, pid=os.getpid(), **dict(OFF, process_tree=True))
-        assert s.channels == ("process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
-                              "process_tree/cpu_seconds_total", "process_tree/num_threads")
         s.start()
-        time.sleep(0.5)
-        t_kill = time.time_ns()
+        wait_taken(s, 5)
+        before = s.drain()
         for k in kids:
             k.kill()
         for k in kids:
             k.wait()
-        time.sleep(0.3)  # > one discovery period
+        # A row taken within 1 ms before stop() replaces the one at stop (and may have seen some children
+        # alive): after this sleep the last row is read after the reaping, however late the thread runs.
+        time.sleep(0.01)
         s.stop()
     finally:
         for k in kids:
             if k.poll() is None:
                 k.kill()
                 k.wait()
-    b = s.drain()
-    before = b.timestamps_ns < t_kill - 50_000_000  # a row is stamped before it is read: leave a margin
-    n = b.column("process_tree/num_processes")
-    assert np.all(n[before] >= 4), n[before]
-    cpu = b.column("process_tree/cpu_percent")[before]
-    cpu = cpu[~np.isnan(cpu)]
-    assert cpu.size >= 20 and np.median(cpu) >= 150, (cpu.size, np.median(cpu) if cpu.size else None)
-    assert np.all(b.column("process_tree/cpu_percent")[~np.isnan(b.column("process_tree/cpu_percent"))] >= 0)
-    assert n[-1] <= n[before].min() - 3 and n[-1] >= 1, n
-    assert b.column("process_tree/rss_bytes")[-1] > 0
+    after = s.drain()
+    n = before.column("process_tree/num_processes")
+    assert len(n) >= 5 and np.all(n >= 4), n
+    total = before.column("process_tree/cpu_seconds_total")
+    assert np.all(np.diff(total) >= 0), total  # the same members: their CPU time only grows
+    cpu = np.concatenate([before.column("process_tree/cpu_percent"), after.column("process_tree/cpu_percent")])
+    assert np.all(cpu[~np.isnan(cpu)] >= 0)
+    n_end = after.column("process_tree/num_processes")[-1]
+    assert 1 <= n_end <= n.min() - 3, (n_end, n)
+    assert after.column("process_tree/rss_bytes")[-1] > 0
 
 
 def test_process_tree_native_vs_psutil_channels_and_self():

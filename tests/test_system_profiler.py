@@ -251,20 +251,26 @@ def test_fallback_thread_drains_without_events(fake, recording_handler, monkeypa
 
 
 def test_live_sampler_values_against_psutil(tmp_path):
-    """The real sampler (native where built): used_gb within 2 % of psutil's used/1e9, dense 10 ms samples."""
+    """The real sampler (native where built): used_gb within 2 % of psutil's used/1e9; 10 ms samples, all in the
+    trace, and every deadline either a sample or a missed deadline the sampler counted (how many a free core
+    takes is a benchmark: benchmarks/density_bench.py). Catches rows lost on the way to the trace and a sampler
+    that falls behind its deadlines without counting them."""
     handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[handler], sys_prof_cpu=True,
                     sys_prof_memory=True, sys_prof_disk=True, sys_prof_net=True,
                     sys_prof_stats_thread_interval_seconds=0.01)
-    prof.start()
     t_start = time.time_ns()
+    prof.start()
+    sampler = prof.system_profiler.sampler
     end = time.monotonic() + 0.5
     n = 0
-    while time.monotonic() < end:  # the main thread runs Python meanwhile
+    while time.monotonic() < end or sampler.stats["taken"] < 5:  # the main thread runs Python meanwhile
         n += sum(range(100))
     vm = psutil.virtual_memory()
+    sysp_stats = prof.system_profiler.stats
     prof.stop()
     t_stop = time.time_ns()
+    st = sampler.stats
     (trace,) = os.listdir(tmp_path)
     events = json.loads((tmp_path / trace).read_text())
     counters = [e for e in events if e["ph"] == "C"]
@@ -275,9 +281,13 @@ def test_live_sampler_values_against_psutil(tmp_path):
     assert set(virt[-1]["args"]) == {"used_gb", "available_gb"}
     assert virt[-1]["args"]["used_gb"] == pytest.approx(vm.used / 1e9, rel=0.02)
     cpu = [e["ts"] for e in counters if e["name"] == "cpu"]
-    assert all(t_start // 1000 - 20_000 <= t <= t_stop // 1000 for t in cpu)
+    assert all(t_start // 1000 <= t <= t_stop // 1000 for t in cpu)
     assert cpu == sorted(cpu)
-    assert len(cpu) >= 0.8 * 50  # generous: CI machines are noisy; the 95 % goal is a benchmark
+    assert st["taken"] == st["drained"] and st["dropped"] == 0, st
+    assert len(cpu) == st["taken"] >= 5, (len(cpu), st, sysp_stats)
+    # rows + missed deadlines cover the deadlines from the first row to the last but one (tests/
+    # test_sampler_live.py, check_deadline_accounting; µs stamps, 500 ppm slew)
+    assert st["taken"] + st["missed_deadlines"] >= (cpu[-2] - cpu[0]) / 10_000 - 2, (cpu[0], cpu[-2], st)
     for e in counters:
         assert all(isinstance(v, (int, float)) for v in e["args"].values())
 
