@@ -316,10 +316,17 @@ HANDLER_CHILD = textwrap.dedent("""
 """)
 
 
+def _default_sigint():
+    # A test runner started as a background job of a script inherits SIGINT ignored (and so would the
+    # recorder, which then keeps it ignored, as a nohup'ed program should): give it the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_recorder(trace, *command, stdout=subprocess.PIPE):
     # its own session: no controlling terminal, and the whole group can be cleaned up
     return subprocess.Popen(SYSPROF + ["record", "-q", "-o", str(trace), "--interval", "5ms", "--", *command],
-                            stdout=stdout, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=stdout, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_sigint)
 
 
 def _cleanup(proc):
@@ -366,7 +373,7 @@ def test_child_killed_by_forwarded_signal_gives_128_plus_signal(tmp_path, sig):
 def test_sigint_stops_a_recording_without_command(tmp_path):
     trace = tmp_path / "t.json"
     proc = subprocess.Popen(SYSPROF + ["record", "-q", "-o", str(trace), "--duration", "60"],
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
     try:
         wait_for(lambda: trace_has(trace, "sysprof start", "i"), 10, "the recording to start")
         time.sleep(0.2)
