@@ -79,7 +79,7 @@ RangeRules::RangeRules(const std::vector<std::string>& channels, double max_core
 size_t RangeRules::enforce(double* row) const {
   size_t n = 0;
   for (size_t i = 0; i < lo_.size(); ++i)
-    if (!(row[i] != row[i] || (row[i] >= lo_[i] && row[i] <= hi_[i]))) {
+    if (row[i] < lo_[i] || row[i] > hi_[i]) {
       row[i] = std::numeric_limits<double>::quiet_NaN();
       ++n;
     }
