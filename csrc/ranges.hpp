@@ -43,7 +43,7 @@ class RangeRules {
   size_t count(const double* row) const {
     const double *lo = lo_.data(), *hi = hi_.data();
     double n = 0;
-    for (size_t i = 0, w = lo_.size(); i < w; ++i) n += (row[i] < lo[i]) | (row[i] > hi[i]) ? 1.0 : 0.0;
+    for (size_t i = 0, w = lo_.size(); i < w; ++i) n += ((row[i] < lo[i]) | (row[i] > hi[i])) ? 1.0 : 0.0;
     return size_t(n);
   }
   // Sets every out-of-range value of row[0, size()) to NaN; returns how many.
