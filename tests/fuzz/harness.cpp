@@ -19,6 +19,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sanitizer/common_interface_defs.h>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -149,7 +150,12 @@ class FakeRoot {
     }
     root_ = buf.data();
   }
-  ~FakeRoot() { clear(); ::rmdir(root_.c_str()); }
+  ~FakeRoot() { remove(); }
+  void remove() {
+    clear();
+    if (!root_.empty()) ::rmdir(root_.c_str());
+    root_.clear();
+  }
   const std::string& root() const { return root_; }
 
   void mkdirs(const std::string& rel) {  // rel: "a/b/c/" or "a/b/c" (all made)
@@ -188,6 +194,12 @@ class FakeRoot {
   std::vector<std::string> files_, dirs_;
 };
 
+// The fake root is removed when a finding ends the process too (tmpfs is memory).
+FakeRoot* g_fake = nullptr;
+void remove_fake_root() {
+  if (g_fake) g_fake->remove();
+}
+
 const Target& target() {
   static const std::vector<Target> all = targets();
   for (const auto& t : all)
@@ -216,6 +228,7 @@ void check(const sysprof::RangeRules& rules, const std::vector<std::string>& cha
     std::fprintf(stderr, "\n=== range violation: target %s, sample %d: %s = %.17g, outside %s\n",
                  SYSPROF_STR(SYSPROF_FUZZ_TARGET), sample, channels[i].c_str(), row[i], why);
     dump_input(data, size);
+    remove_fake_root();
     std::abort();
   }
 }
@@ -224,6 +237,10 @@ void check(const sysprof::RangeRules& rules, const std::vector<std::string>& cha
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FakeRoot fake;
+  if (!g_fake) {
+    g_fake = &fake;
+    __sanitizer_set_death_callback(remove_fake_root);
+  }
   const Target& t = target();
   std::vector<Section> sections = split(data, size, t);
   if (sections.size() > 64) return 0;  // keeps each input cheap; the parsers see at most this many files
