@@ -12,7 +12,7 @@ TARGETS="cpu per_cpu meminfo diskstats netdev loadavg process process_tree press
 MODE=libfuzzer
 if [[ "${1:-}" == "--replay" ]] || ! command -v "${FUZZ_CLANG:-clang++}" >/dev/null 2>&1; then MODE=replay; fi
 
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CFLAGS="-std=c++17 -O1 -g -pthread -Icsrc $SAN"
 if [[ $MODE == libfuzzer ]]; then
   CXX=${FUZZ_CLANG:-clang++}

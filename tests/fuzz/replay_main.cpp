@@ -18,6 +18,7 @@ static int run_file(const std::string& path) {
     return 1;
   }
   std::vector<char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::fprintf(stderr, "Running: %s\n", path.c_str());
   LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
   return 0;
 }
