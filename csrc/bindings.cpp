@@ -137,4 +137,18 @@ PYBIND11_MODULE(_native, m) {
         d["sample_ns_max"] = st.sample_ns_max;
         return d;
       });
+
+  // Test hook for tests/test_ranges.py: (rule names, violation or None per value, enforced values).
+  m.def("_check_ranges", [](const std::vector<std::string>& channels, double max_cores, std::vector<double> values) {
+    sysprof::RangeRules rules(channels, max_cores);
+    if (values.size() != rules.size()) throw std::invalid_argument("one value per channel");
+    py::list names, why;
+    for (size_t i = 0; i < rules.size(); ++i) {
+      names.append(sysprof::range_name(rules.rule(i)));
+      const char* v = rules.violation(i, values[i]);
+      why.append(v ? py::object(py::str(v)) : py::object(py::none()));
+    }
+    size_t n = rules.enforce(values.data());
+    return py::make_tuple(names, why, values, n);
+  });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -56,6 +57,7 @@ std::vector<std::string> enabled_sources(const Config& cfg) {
 }  // namespace
 
 Collector::Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log) : log_(&log) {
+  size_t first = channels.size();
   for (const auto& name : enabled_sources(cfg)) {
     auto src = make_source(name);
     std::string err;
@@ -69,9 +71,14 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
     slots_.push_back(Slot{std::move(src), width_, {}, err});
     width_ += slots_.back().src->width();
   }
+  names_.assign(channels.begin() + long(first), channels.end());
+  rules_ = RangeRules(names_, online_cpus(cfg));
+  range_logged_.assign(width_, 0);
 }
 
-Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log) : log_(&log) {
+Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
+    : log_(&log), rules_(other.rules_), enforce_(other.enforce_), names_(other.names_),
+      range_logged_(other.width_, 0) {
   for (const auto& s : other.slots_) {
     std::string err;
     auto src = s.src->clone(cfg, err);
@@ -100,6 +107,30 @@ void Collector::sample(int64_t mono_ns, double* row) {
     }
   }
   current_.store(nullptr, std::memory_order_relaxed);
+  if (enforce_ && rules_.count(row)) report_ranges(row);  // a last safety net: one read-only pass
+}
+
+// Writes NaN over each out-of-range value; logs the first one of each channel (allocates only then).
+void Collector::report_ranges(double* row) {
+  size_t slot = 0;
+  for (size_t i = 0; i < width_; ++i) {
+    const char* why = rules_.violation(i, row[i]);
+    if (!why) continue;
+    double v = row[i];
+    row[i] = kNaN;
+    if (range_logged_[i]) continue;
+    range_logged_[i] = 1;
+    while (slot + 1 < slots_.size() && slots_[slot + 1].offset <= i) ++slot;
+    Slot& s = slots_[slot];
+    if (!s.src) continue;
+    char num[32];
+    std::snprintf(num, sizeof num, "%.17g", v);
+    try {
+      log_->set(s.src->name(), names_[i] + " read " + num + ", outside its range (" + why + "): NaN written");
+    } catch (...) {  // no memory for the message: the NaN is what matters
+    }
+    s.last_logged.clear();  // the source's own next message is logged again
+  }
 }
 
 void Collector::shutdown() {

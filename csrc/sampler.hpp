@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "ranges.hpp"
 #include "ring.hpp"
 #include "source.hpp"
 
@@ -34,7 +35,12 @@ class Collector {
   // Same sources and layout, own files and baselines.
   Collector(const Collector& other, const Config& cfg, ErrorLog& log);
   // Fills row[0, width()); a failing source gives NaN and logs why; the others are unaffected.
+  // Then every value outside its channel's range (ranges.hpp) becomes NaN, and the first such value
+  // of each channel is logged under its source.
   void sample(int64_t mono_ns, double* row);
+  // Off: rows are the sources' raw output (the fuzz targets check that with the same rules).
+  void set_range_enforcement(bool on) { enforce_ = on; }
+  const RangeRules& range_rules() const { return rules_; }
   size_t width() const { return width_; }
   // Source::shutdown() of every source; callable from another thread while sample() runs.
   void shutdown();
@@ -49,9 +55,14 @@ class Collector {
     std::string err;  // reused buffer: repeated errors do not allocate
     std::string last_logged;
   };
+  void report_ranges(double* row);
   std::vector<Slot> slots_;
   size_t width_ = 0;
   ErrorLog* log_;
+  RangeRules rules_;
+  bool enforce_ = true;
+  std::vector<std::string> names_;  // channel names, for the range messages
+  std::vector<char> range_logged_;  // per channel: a violation was logged
   std::atomic<const char*> current_{nullptr};
 };
 
