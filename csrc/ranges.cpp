@@ -1,7 +1,6 @@
 #include "ranges.hpp"
 
 #include <cfloat>
-#include <fstream>
 #include <limits>
 #include <unistd.h>
 
@@ -84,35 +83,6 @@ size_t RangeRules::enforce(double* row) const {
       ++n;
     }
   return n;
-}
-
-// TEMP until h-ranges merges (it adds online_cpus to source.hpp): <sys_root>/devices/system/cpu/online,
-// else the cpuN lines of <proc_root>/stat, else (live /proc) sysconf, else 1.
-unsigned online_cpus(const Config& cfg) {
-  std::ifstream online(join(cfg.sys_root, "devices/system/cpu/online"));
-  std::string line;
-  unsigned n = 0;
-  if (online && std::getline(online, line)) {
-    Cursor c{line.data(), line.data() + line.size()};
-    uint64_t a, b;
-    while (parse_u64(c, a)) {
-      b = a;
-      if (c.p < c.end && *c.p == '-' && (++c.p, !parse_u64(c, b))) break;
-      if (b >= a && b - a < (1u << 20)) n += unsigned(b - a + 1);
-      if (c.p < c.end && *c.p == ',') ++c.p;
-      else break;
-    }
-    if (n) return n;
-  }
-  std::ifstream stat(join(cfg.proc_root, "stat"));
-  while (stat && std::getline(stat, line))
-    if (line.size() > 3 && line.compare(0, 3, "cpu") == 0 && is_digit(line[3])) ++n;
-  if (n) return n;
-  if (cfg.proc_root == "/proc") {
-    long k = sysconf(_SC_NPROCESSORS_ONLN);
-    if (k > 0) return unsigned(k);
-  }
-  return 1;
 }
 
 }  // namespace sysprof

@@ -54,7 +54,4 @@ class RangeRules {
   std::vector<double> lo_, hi_;  // inclusive bounds; hi_ is +inf only for limits
 };
 
-// TEMP until h-ranges merges: online CPUs of the config's trees (declared in source.hpp there).
-unsigned online_cpus(const Config& cfg);
-
 }  // namespace sysprof

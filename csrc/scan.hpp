@@ -86,7 +86,11 @@ inline bool parse_decimal(Cursor& c, double& v) {
   return v <= std::numeric_limits<double>::max();  // v * scale can overflow: never inf
 }
 
-// Visits every id of a sysfs cpu list ("0-3,8,10-11"; ids above 2^20 are ignored). Returns the
+// CPU ids at or above this are ignored: Linux's NR_CPUS is at most 8192 (x86-64), so a larger id can only
+// come from a corrupt file, and would cost a channel per id.
+constexpr uint64_t kMaxCpus = 8192;
+
+// Visits every id of a sysfs cpu list ("0-3,8,10-11"; ids of kMaxCpus and above are ignored). Returns the
 // number of ids visited.
 template <class Visit>
 size_t for_each_cpu_in_list(const char* p, size_t n, Visit visit) {
@@ -100,7 +104,7 @@ size_t for_each_cpu_in_list(const char* p, size_t n, Visit visit) {
       ++c.p;
       if (!parse_u64(c, b)) break;
     }
-    for (uint64_t i = a; i <= b && i <= (1u << 20); ++i, ++count) visit(long(i));
+    for (uint64_t i = a; i <= b && i < kMaxCpus; ++i, ++count) visit(long(i));
     if (c.p < c.end && *c.p == ',') ++c.p;
     else break;
   }

@@ -39,7 +39,7 @@ bool cpu_line_id(Cursor& c, long& id) {
     return true;
   }
   uint64_t v;
-  if (!parse_u64(c, v) || v > 1u << 20) return false;
+  if (!parse_u64(c, v) || v >= kMaxCpus) return false;
   id = long(v);
   return true;
 }
