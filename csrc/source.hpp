@@ -159,6 +159,14 @@ inline double cap_core_percent(double pct, unsigned cpus) {
   return pct > cap ? cap : pct;
 }
 
+// 100 * part / whole for 0 <= part <= whole: in [0, 100] even where the two roundings of the double
+// arithmetic would land a hair above 100 (parts near 2^64, or 53-bit rounding of large totals).
+inline double percent_of(double part, double whole) {
+  if (!(whole > 0)) return kNaN;
+  double p = 100.0 * part / whole;
+  return p > 100.0 ? 100.0 : p < 0.0 ? 0.0 : p;
+}
+
 // A count the kernel prints as signed: negative is corrupt, NaN.
 inline double count_or_nan(int64_t v) { return v < 0 ? kNaN : double(v); }
 

@@ -42,22 +42,23 @@ class CgroupFile : public FileSource {
   const char* file_name_;
 };
 
-// "Single value" files: memory.current, memory.max ("max": no limit, +inf).
+// "Single value" files: memory.current, memory.max. Only a limit may read "max" (no limit: +inf).
 class ValueFile final : public CgroupFile {
  public:
-  ValueFile(std::string dir, const char* file, const char* channel) : CgroupFile(std::move(dir), file), channel_(channel) {
+  ValueFile(std::string dir, const char* file, const char* channel, bool limit)
+      : CgroupFile(std::move(dir), file), channel_(channel), limit_(limit) {
     width_ = 1;
   }
 
  protected:
   void layout(std::vector<std::string>& channels) override { channels.push_back(channel_); }
-  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<ValueFile>(dir_, file_name_, channel_); }
+  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<ValueFile>(dir_, file_name_, channel_, limit_); }
   bool parse(int64_t, double* out, std::string& err) override {
     Cursor c{file_.data(), file_.data() + file_.size()};
     double v;
     std::string_view tok = next_token(c);
     Cursor num{tok.data(), tok.data() + tok.size()};
-    if (tok == "max") v = kInf;
+    if (tok == "max" && limit_) v = kInf;
     else if (!parse_digits_double(num, v) || !num.done()) return fail(err);
     if (out) out[0] = v;
     return true;
@@ -65,6 +66,7 @@ class ValueFile final : public CgroupFile {
 
  private:
   const char* channel_;
+  bool limit_;
 };
 
 // "Flat keyed" files (memory.stat, cpu.stat): "key value" lines. Sets v[i] and bit i of the result
@@ -308,8 +310,8 @@ std::unique_ptr<Source> make_cgroup_source() {
     std::string dir;
     if (!cgroup_dir(cfg, dir, err)) return false;
     err = dir + ": ";
-    parts.push_back(std::make_unique<ValueFile>(dir, "memory.current", "cgroup/memory_current_bytes"));
-    parts.push_back(std::make_unique<ValueFile>(dir, "memory.max", "cgroup/memory_max_bytes"));
+    parts.push_back(std::make_unique<ValueFile>(dir, "memory.current", "cgroup/memory_current_bytes", false));
+    parts.push_back(std::make_unique<ValueFile>(dir, "memory.max", "cgroup/memory_max_bytes", true));
     parts.push_back(std::make_unique<MemoryStat>(dir));
     parts.push_back(std::make_unique<CpuStat>(dir, cgroup_cpus(cfg, dir)));
     parts.push_back(std::make_unique<CpuMax>(dir));

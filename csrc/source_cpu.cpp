@@ -66,10 +66,10 @@ struct TickState {
       total += d[i];
     }
     if (total == 0) return;
-    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. Every part is at most
-    // the total, so (double rounding being monotonic) every percent lies in [0, 100].
-    last[0] = 100.0 * double(total - d[kIdle] - d[kIowait]) / double(total);
-    for (size_t i = 0; i < kModes; ++i) last[i + 1] = 100.0 * double(d[i]) / double(total);
+    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. The double roundings of
+    // totals near 2^64 can still land a hair above 100: percent_of clamps (found by the fuzzer).
+    last[0] = percent_of(double(total - d[kIdle] - d[kIowait]), double(total));
+    for (size_t i = 0; i < kModes; ++i) last[i + 1] = percent_of(double(d[i]), double(total));
     prev = now;
   }
   void invalidate() {

@@ -90,7 +90,7 @@ class MeminfoSource final : public FileSource {
     out[5] = get(kCached);
     out[6] = get(kDirty);
     out[7] = get(kWriteback);
-    out[8] = total > 0 ? 100.0 * used / total : kNaN;
+    out[8] = percent_of(used, total);
     double st = get(kSwapTotal), sf = get(kSwapFree);
     if (st == st) sf = std::min(sf, st);  // a NaN SwapFree stays NaN
     out[9] = st;

@@ -445,6 +445,18 @@ def test_cgroup_out_of_range_values(tmp_path):
     exact("anon", row["cgroup/memory_anon_bytes"], 4096)  # the other files go on
 
 
+def test_cgroup_memory_current_of_max_is_malformed(tmp_path):
+    # "max" means "no limit" in memory.max only; a memory.current reading "max" is corrupt: NaN, never +inf
+    # (found by tests/fuzz's cgroup_memory target).
+    tree = SysTree("cgroup_ranges", tmp_path)
+    s, _ = open_sampler(tree, cgroup=True)
+    (tree.root / "sys" / "fs" / "cgroup" / "job" / "memory.current").write_text("max\n")
+    row, _ = take(s)
+    nan("memory_current", row["cgroup/memory_current_bytes"])
+    exact("memory_max", row["cgroup/memory_max_bytes"], INF)
+    assert "memory.current: malformed" in s.errors["cgroup"], s.errors
+
+
 def test_cgroup_cpu_percent_bounded_by_online_cpus_without_cpuset(tmp_path):
     # no cpuset.cpus.effective (cpuset controller not enabled): the 64 online CPUs bound it
     tree = SysTree("cgroup_ranges", tmp_path)
