@@ -25,6 +25,7 @@ import json
 import math
 import os
 import pathlib
+import stat
 import tempfile
 import zlib
 from typing import Any, Iterable, Union
@@ -227,9 +228,28 @@ class ChromeTraceWriter:
         self.close()
 
 
+def _regular_file(fd: int, path: PathLike) -> None:
+    """Raises ValueError unless ``fd`` is a regular file: a FIFO, a device (/dev/zero) or a directory is never a
+    trace, and reading one would block or never end."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise ValueError(f"{path}: not a regular file")
+
+
+def _open_trace(path: PathLike):
+    """``path`` opened for binary reading, refused unless it is a regular file (checked without blocking)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        _regular_file(fd, path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_text(path: PathLike) -> str:
     """Whole text of ``path``, decompressing ``.gz``; a truncated gzip stream yields the data decoded so far."""
-    with open(path, "rb") as f:
+    with _open_trace(path) as f:
         return _decode(f.read(), is_gzip_path(path))
 
 
@@ -371,7 +391,13 @@ def repair_trace(path: PathLike) -> int:
         FileNotFoundError / OSError / ValueError: as :func:`read_trace`, or the directory is not writable.
     """
     real = pathlib.Path(os.path.realpath(path))
-    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        _regular_file(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.set_blocking(fd, True)
     try:
         lock_trace(fd, path)
         with os.fdopen(os.dup(fd), "rb") as f:

@@ -477,7 +477,11 @@ class _Output:
 
 
 def _symlink_error(path: str) -> CLIError:
-    return CLIError(f"output is a symbolic link: {path} -> {os.readlink(path)} (sysprof never writes through "
+    try:
+        target = f" -> {os.readlink(path)}"
+    except OSError:  # replaced by something else meanwhile
+        target = ""
+    return CLIError(f"output is a symbolic link: {path}{target} (sysprof never writes through "
                     f"a link; give the file's own path)")
 
 

@@ -1164,3 +1164,23 @@ def test_command_line_is_written_once(tmp_path):
     child = start["args"]["pid"]
     assert names == {start["args"]["recorder_pid"]: "sysprof: system",
                      child: f"{os.path.basename(sys.executable)} (pid {child})"}
+
+
+@pytest.mark.parametrize("command", ["repair", "report"])
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo", "link_to_dev_zero"])
+def test_repair_and_report_refuse_a_file_that_is_not_regular(tmp_path, command, kind):
+    # /dev/zero never ends (read whole, it grew to 24 GB before the OOM killer); a FIFO blocks its reader.
+    if kind == "dev_zero":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = tmp_path / "t.json"
+        os.mkfifo(path)
+    else:
+        path = tmp_path / "t.json"
+        os.symlink("/dev/zero", path)
+    proc = run_cli(command, path, timeout=60)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"{path}: not a regular file"), proc.stderr
+    if kind == "link_to_dev_zero":
+        assert os.path.islink(path)  # the link is left as it was

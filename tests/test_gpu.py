@@ -536,10 +536,10 @@ def test_shutdown_after_normal_stop(fake):
     assert f.refcount() == 0 and f.calls("nvmlShutdown") == 1 and f.unsafe_shutdowns() == 0
 
 
-def _rows(s, n=2, gap=0.05):
+def _rows(s, n=2):
     rows = []
     for _ in range(n):
-        time.sleep(gap)
+        time.sleep(0.05)
         rows.append(s.sample())
     return rows
 
@@ -555,8 +555,13 @@ def test_native_and_pynvml_agree(fake, fresh_pynvml, kind):
     assert py.devices == native.devices == DEVICES
     assert set(py.errors["gpu"].split("; ")) == set(native.errors["gpu"].split("; "))
     # Rates: the fake's counters follow its clock, the readers' rates their own read times; a preemption
-    # between the two is a smaller share of a 0.5 s gap.
-    for a, b in zip(_rows(native, gap=0.5), _rows(py, gap=0.5)):
+    # between the two is a smaller share of a 0.5 s gap. The readers alternate, so that the energy counters
+    # (250 W on device 0) are read moments apart, not a whole series apart.
+    pairs = []
+    for _ in range(2):
+        time.sleep(0.5)
+        pairs.append((native.sample(), py.sample()))
+    for a, b in pairs:
         for c in native.channels:
             x, y = a[c], b[c]
             if c.endswith(("per_second", "energy_power_watts")):

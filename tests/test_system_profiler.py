@@ -284,7 +284,9 @@ def test_live_sampler_values_against_psutil(tmp_path):
     assert all(t_start // 1000 <= t <= t_stop // 1000 for t in cpu)
     assert cpu == sorted(cpu)
     assert st["taken"] == st["drained"] and st["dropped"] == 0, st
-    assert len(cpu) == st["taken"] >= 5, (len(cpu), st, sysp_stats)
+    # every row is a cpu event, but the first when no USER_HZ tick passed between construction and start
+    # (its percent is NaN, and NaN is left out of events)
+    assert st["taken"] - 1 <= len(cpu) <= st["taken"] and len(cpu) >= 4, (len(cpu), st, sysp_stats)
     # rows + missed deadlines cover the deadlines from the first row to the last but one (tests/
     # test_sampler_live.py, check_deadline_accounting; µs stamps, 500 ppm slew)
     assert st["taken"] + st["missed_deadlines"] >= (cpu[-2] - cpu[0]) / 10_000 - 2, (cpu[0], cpu[-2], st)
