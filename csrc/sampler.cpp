@@ -187,8 +187,8 @@ namespace {
 
 // Bumped in the child of every fork(). pthread_atfork handlers run in the forking thread only, with
 // the other threads gone from the child: this one writes an atomic and takes no lock.
-std::atomic<uint64_t> fork_generation{0};
-void on_fork_child() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+std::atomic<uint64_t> forks{0};
+void on_fork_child() { forks.fetch_add(1, std::memory_order_relaxed); }
 const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
 
 const char* kInheritedStart =
@@ -197,15 +197,17 @@ const char* kInheritedStart =
 
 }  // namespace
 
+uint64_t fork_generation() { return forks.load(std::memory_order_relaxed); }
+
 Sampler::Sampler(const Config& cfg)
     : core_(std::make_shared<Core>(cfg, channels_)),
       devices_(core_->collector.devices()),
       sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)),
-      generation_(fork_generation.load(std::memory_order_relaxed)) {
+      generation_(fork_generation()) {
   (void)atfork_registered;
 }
 
-bool Sampler::inherited() const { return generation_ != fork_generation.load(std::memory_order_relaxed); }
+bool Sampler::inherited() const { return generation_ != fork_generation(); }
 
 Sampler::~Sampler() {
   if (inherited()) {

@@ -170,6 +170,10 @@ inline double percent_of(double part, double whole) {
 // A count the kernel prints as signed: negative is corrupt, NaN.
 inline double count_or_nan(int64_t v) { return v < 0 ? kNaN : double(v); }
 
+// How many fork()s separate this process from the one that loaded the extension (pthread_atfork):
+// an object made in an earlier generation was inherited, and the threads it owned are not here.
+uint64_t fork_generation();
+
 inline void fill_nan(double* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = kNaN;
 }

@@ -867,12 +867,12 @@ class Reader {
 struct ReaderOwner {
   std::shared_ptr<Reader> reader;
   std::unique_ptr<std::thread> thread;
-  pid_t pid = getpid();
+  uint64_t generation = fork_generation();
   int64_t wait_ns = kExitWaitNs;
 
   ~ReaderOwner() {
     if (!thread) return;
-    if (getpid() != pid) {  // a forked child: the thread is the parent's and does not exist here
+    if (fork_generation() != generation) {  // a forked child: the thread is the parent's, not here
       (void)thread.release();
       return;
     }

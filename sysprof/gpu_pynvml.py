@@ -23,6 +23,8 @@ import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from sysprof import forks
+
 NAN = math.nan
 LATE_S = 0.25  # a call in flight longer is blocked; a reading older than the interval + this reads NaN
 OPEN_WAIT_S = 1.5  # opening waits this long for the device layout
@@ -425,7 +427,7 @@ class _Poller:
         self.last_start = -math.inf
         self.quit = False
         self.clients = 0
-        self.pid = os.getpid()  # in a fork()ed child the thread is not there, and cond may be held
+        self.generation = forks.generation()  # in a fork()ed child the thread is not there, and cond may be held
         self._report: Optional[Callable[[str], None]] = None
         threading.Thread(target=self._main, name="sysprof-pynvml", daemon=True).start()
 
@@ -542,7 +544,7 @@ class _Poller:
                 self.cond.wait(0.01)
 
     def release(self) -> None:
-        if os.getpid() != self.pid:
+        if forks.generation() != self.generation:
             return
         with self.cond:
             self.clients -= 1
@@ -567,7 +569,7 @@ def _reader(poller: _Poller, width: int, sync: bool) -> Callable[[float], List[f
 
     def read(t: float) -> List[float]:
         _ = client
-        if os.getpid() != poller.pid:  # inherited through fork(): the poller is the parent's
+        if forks.generation() != poller.generation:  # inherited through fork(): the poller is the parent's
             return [NAN] * width
         if prev[0] is None:
             pass  # the backend's priming call, right after opening: the poller has just primed
