@@ -37,7 +37,7 @@ def trial(interval: float, folder: str) -> dict:
     from composer.profiler import JSONTraceHandler, Profiler, cyclic_schedule
     from torch.utils.data import DataLoader, TensorDataset
 
-    from sysprof.system_profiler import SystemProfiler
+    from sysprof.profiler.system_profiler import SystemProfiler
 
     class Windows(Callback):
         """(time_ns, action) at every event: the recording windows."""

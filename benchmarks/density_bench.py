@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import sysprof.profiler as sp  # noqa: E402
-from sysprof.chrome_trace import read_trace  # noqa: E402
-from sysprof.schedule import cyclic_schedule  # noqa: E402
+import sysprof.profiler.profiler as sp  # noqa: E402
+from sysprof.trace.chrome import read_trace  # noqa: E402
+from sysprof.profiler.schedule import cyclic_schedule  # noqa: E402
 
 
 def busy(seconds: float) -> None:

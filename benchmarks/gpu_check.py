@@ -295,7 +295,7 @@ def main(argv=None) -> int:
             with open(args.json, "w") as f:
                 json.dump({"gpu": False, "reason": str(exc)}, f)
         return 0
-    ok, why = sysprof.sampler.native_available()
+    ok, why = sysprof.sampling.sampler.native_available()
     if not ok:
         print(f"native backend unavailable: {why}")
         return 1

@@ -28,8 +28,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import sysprof.profiler as sp  # noqa: E402
-from sysprof.json_trace_handler import JSONTraceHandler  # noqa: E402
+import sysprof.profiler.profiler as sp  # noqa: E402
+from sysprof.profiler.json_trace_handler import JSONTraceHandler  # noqa: E402
 
 
 def _time_ops(marker, calls: int, flush=None) -> dict:

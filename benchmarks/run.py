@@ -701,7 +701,7 @@ def _trace_bytes(rows_ts, values, channels, tmp: str) -> Dict[str, Any]:
         p = os.path.join(tmp, f"bytes_{label}{writer_path}")
         w = _open_writer(p)
         if w is None:
-            return {"available": False, "reason": "sysprof.chrome_trace.ChromeTraceWriter not available"}
+            return {"available": False, "reason": "sysprof.trace.chrome.ChromeTraceWriter not available"}
         for ev in conv(rows_ts, values):
             w.write(ev)
         w.close()
@@ -877,7 +877,7 @@ def _converters(channels):
 
 def _open_writer(path):
     try:
-        from sysprof.chrome_trace import ChromeTraceWriter
+        from sysprof.trace.chrome import ChromeTraceWriter
     except Exception:  # noqa: BLE001
         return None
     return ChromeTraceWriter(path, overwrite=True)
@@ -892,11 +892,11 @@ def bench_writer(cfg, sysprof, ctx) -> Dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="sysprof-writer-")
     res: Dict[str, Any] = {"samples": int(ts.size), "channels": len(channels), "trials": trials,
                            "method": "rows drained at 1 kHz (host set, section 3) converted in batches of 1000 "
-                                     "rows and written through sysprof.chrome_trace.ChromeTraceWriter; each trial "
+                                     "rows and written through sysprof.trace.chrome.ChromeTraceWriter; each trial "
                                      "times conversion + writing + close", "modes": {}}
     try:
         if _open_writer(os.path.join(tmp, "probe.json")) is None:
-            res.update(available=False, reason="sysprof.chrome_trace.ChromeTraceWriter not available")
+            res.update(available=False, reason="sysprof.trace.chrome.ChromeTraceWriter not available")
             return res
         res["available"] = True
         for label, suffix, conv in _converters(channels):

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "sampler.hpp"
+#include "engine/sampler.hpp"
 
 namespace py = pybind11;
 using sysprof::Config;

@@ -3,15 +3,15 @@
 A native thread reads /proc (and NVML) into a lock-free ring buffer without touching the GIL;
 a thin Python layer drains it and speaks Composer's profiler API.
 """
-from .sampler import Batch, Sampler, native_available
-from .callback import Callback, Event
-from .schedule import ProfilerAction, cyclic_schedule
-from .marker import Marker
-from .trace_handler import CounterRows, TraceHandler
-from .json_trace_handler import JSONTraceHandler, merge_traces
-from .profiler import Profiler, State, Timestamp, profile
-from .system_profiler import SystemProfiler
-from . import chrome_trace
+import sys as _sys
+
+from .sampling import Batch, Sampler, native_available
+from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, Profiler, ProfilerAction, State,
+                       SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces, profile)
+from .trace import chrome as chrome_trace
+
+# ``import sysprof.chrome_trace`` keeps working: the module moved to sysprof.trace.chrome.
+_sys.modules[__name__ + ".chrome_trace"] = chrome_trace
 
 __version__ = "0.1.0"
 __all__ = [

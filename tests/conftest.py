@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import sysprof
-from sysprof.trace_handler import TraceHandler
+from sysprof.profiler.trace_handler import TraceHandler
 
 
 def pytest_sessionstart(session):

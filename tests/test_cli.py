@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sysprof.chrome_trace import ChromeTraceWriter, read_trace
+from sysprof.trace.chrome import ChromeTraceWriter, read_trace
 from sysprof.cli import parse_time
 from sysprof.report import infer_unit
 
@@ -829,7 +829,7 @@ def test_event_builder_leaves_nan_out_and_marks_where_values_end():
 def test_event_builder_leaves_infinity_out_like_nan():
     """cgroup/memory_max_bytes reads +inf for "max": left out (the one counter_args rule), never null."""
     from sysprof.cli import EventBuilder
-    from sysprof.chrome_trace import encode_event
+    from sysprof.trace.chrome import encode_event
 
     inf = float("inf")
     b = EventBuilder(["cgroup/memory_current_bytes", "cgroup/memory_max_bytes", "x/only_inf"], system_pid=1)

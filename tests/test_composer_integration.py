@@ -35,9 +35,9 @@ TRAIN = textwrap.dedent('''
     from composer.profiler import JSONTraceHandler, Profiler, cyclic_schedule
     from composer.profiler.json_trace_merger import merge_traces as composer_merge
     import sysprof
-    from sysprof.system_profiler import SystemProfiler
+    from sysprof.profiler.system_profiler import SystemProfiler
     from sysprof.profiler import Profiler as SysprofProfiler
-    from sysprof.json_trace_handler import JSONTraceHandler as SysprofJSON, merge_traces as sysprof_merge
+    from sysprof.profiler.json_trace_handler import JSONTraceHandler as SysprofJSON, merge_traces as sysprof_merge
 
     out = sys.argv[1]
     warnings.simplefilter("ignore")
@@ -90,7 +90,7 @@ TRAIN = textwrap.dedent('''
     sampler_stats = dict(sampler.stats) if sampler is not None else None  # stopped by close(): final counts
 
     # sysprof's own Profiler as the trainer's profiler
-    own = SysprofProfiler(schedule=sysprof.schedule.cyclic_schedule(warmup=1, active=2),
+    own = SysprofProfiler(schedule=sysprof.profiler.schedule.cyclic_schedule(warmup=1, active=2),
                           trace_handlers=[SysprofJSON(folder=out + "/own", remote_file_name=None,
                                                       merged_trace_remote_file_name=None)],
                           sys_prof_cpu=True, sys_prof_memory=True, sys_prof_stats_thread_interval_seconds=0.005)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import sysprof
-from sysprof.sampler import native_available
+from sysprof.sampling.sampler import native_available
 
 FAKE_SRC = os.path.join(os.path.dirname(__file__), "fake_nvml", "fake_nvml.c")
 GiB, MiB = 1024 ** 3, 1024 ** 2

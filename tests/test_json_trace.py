@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-import sysprof.marker as marker_mod
-from sysprof.chrome_trace import ChromeTraceWriter, read_trace, repair_trace
-from sysprof.json_trace_handler import JSONTraceHandler, merge_traces
+import sysprof.profiler.marker as marker_mod
+from sysprof.trace.chrome import ChromeTraceWriter, read_trace, repair_trace
+from sysprof.profiler.json_trace_handler import JSONTraceHandler, merge_traces
 from sysprof.profiler import Profiler, Timestamp
-from sysprof.schedule import cyclic_schedule
+from sysprof.profiler.schedule import cyclic_schedule
 
 
 # ---------------------------------------------------------------------- ChromeTraceWriter / read / repair
@@ -46,7 +46,7 @@ class _St:
 def test_counter_args_is_the_one_finiteness_rule():
     import numpy as np
 
-    from sysprof.chrome_trace import counter_args
+    from sysprof.trace.chrome import counter_args
 
     inf, nan = float("inf"), float("nan")
     assert counter_args("abcdef", [1.0, nan, inf, -inf, 0, np.float32(inf)]) == {"a": 1.0, "e": 0}
@@ -58,7 +58,7 @@ def test_handler_leaves_non_finite_counter_values_out(tmp_path):
     are left out, an event with none left is not written."""
     import numpy as np
 
-    from sysprof.trace_handler import CounterRows
+    from sysprof.profiler.trace_handler import CounterRows
 
     inf, nan = float("inf"), float("nan")
     h = JSONTraceHandler(folder=str(tmp_path), merged_trace_filename=None, remote_file_name=None)

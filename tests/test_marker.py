@@ -4,9 +4,9 @@ import warnings
 
 import pytest
 
-import sysprof.marker as marker_mod
+import sysprof.profiler.marker as marker_mod
 from sysprof.profiler import Profiler, State
-from sysprof.schedule import ProfilerAction
+from sysprof.profiler.schedule import ProfilerAction
 
 
 def _bound(handlers, action="active"):
@@ -191,7 +191,7 @@ def test_raising_handler_reported_once_and_others_still_called(recording_handler
 
 
 def test_profiler_rejects_unknown_kwargs_and_warns_on_torch_tracing(monkeypatch):
-    import sysprof.profiler as profiler_mod
+    import sysprof.profiler.profiler as profiler_mod
 
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         Profiler(schedule=lambda s: "active", trace_handlers=[], bogus=1)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sysprof.schedule import ProfilerAction, action_value, cyclic_schedule
+from sysprof.profiler.schedule import ProfilerAction, action_value, cyclic_schedule
 
 S, W, A, AS = "skip", "warmup", "active", "active_and_save"
 

@@ -11,11 +11,11 @@ import numpy as np
 import psutil
 import pytest
 
-import sysprof.system_profiler as sp_mod
-from sysprof.json_trace_handler import JSONTraceHandler
+import sysprof.profiler.system_profiler as sp_mod
+from sysprof.profiler.json_trace_handler import JSONTraceHandler
 from sysprof.profiler import Profiler, State
-from sysprof.sampler import Batch
-from sysprof.system_profiler import SystemProfiler, counter_plan
+from sysprof.sampling.sampler import Batch
+from sysprof.profiler.system_profiler import SystemProfiler, counter_plan
 
 T0 = 1_700_000_000_000_000_000  # ns
 MS = 1_000_000
@@ -163,7 +163,7 @@ def test_source_problem_is_not_called_unavailable(monkeypatch, caplog):
     sampler.errors = {"gpu": "gpu 0: power_watts: NOT_SUPPORTED", "pressure": "no /proc/pressure"}
     monkeypatch.setattr(SystemProfiler, "_make_sampler", lambda self: sampler)
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_cpu=True)
-    with caplog.at_level("WARNING", logger="sysprof.system_profiler"):
+    with caplog.at_level("WARNING", logger="sysprof.profiler.system_profiler"):
         prof.start()
         prof.stop()
     lines = [r.getMessage() for r in caplog.records]
@@ -313,6 +313,6 @@ def test_template_rows_match_per_event_encoding(fake, tmp_path):
     first[-1] = ("network/eth0/kb_sent_per_second", (T0 + 1234567) // 1000, {"kb_sent_per_second": 1e-4})
     second = [(n, (T0 + 2 * MS) // 1000, v) for n, _, _, v in _expected(0, rates=True)]
     assert got == first + second
-    from sysprof.chrome_trace import encode_event
+    from sysprof.trace.chrome import encode_event
     for e in counters:
         assert encode_event(e) in text

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "sampler.hpp"
+#include "engine/sampler.hpp"
 
 using namespace sysprof;
 

@@ -27,14 +27,14 @@ mkdir -p "$OUT/obj"
 echo "$MODE" > "$OUT/mode"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-# Objects of every csrc/*.cpp but the Python bindings, rebuilt when a csrc file is newer.
-SRCS=$(ls csrc/*.cpp | grep -v bindings.cpp)
+# Objects of every csrc/**/*.cpp but the Python bindings, rebuilt when a csrc file is newer.
+SRCS=$(find csrc -name "*.cpp" ! -name bindings.cpp ! -path "csrc/tests/*" | sort)
 stamp="$OUT/obj/flags"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$CXX $OBJ_FLAGS" ]]; then rm -f "$OUT"/obj/*.o; echo "$CXX $OBJ_FLAGS" > "$stamp"; fi
-newest_header=$(ls -t csrc/*.hpp tests/fuzz/*.cpp | head -1)
+newest_header=$(ls -t $(find csrc -name "*.hpp") tests/fuzz/*.cpp | head -1)
 jobs=()
 for s in $SRCS; do
-  o="$OUT/obj/$(basename "${s%.cpp}").o"
+  o="$OUT/obj/$(echo "${s%.cpp}" | tr / _).o"
   if [[ ! -f $o || $s -nt $o || $newest_header -nt $o ]]; then jobs+=("$CXX $OBJ_FLAGS -c $s -o $o"); fi
 done
 for t in $TARGETS; do
@@ -46,7 +46,7 @@ done
 if [[ $MODE == replay ]]; then jobs+=("$CXX $OBJ_FLAGS -c tests/fuzz/replay_main.cpp -o $OUT/obj/replay_main.o"); fi
 if ((${#jobs[@]})); then printf '%s\n' "${jobs[@]}" | xargs -P "$JOBS" -I{} sh -c '{}'; fi
 
-LIB_OBJS=$(for s in $SRCS; do echo "$OUT/obj/$(basename "${s%.cpp}").o"; done)
+LIB_OBJS=$(for s in $SRCS; do echo "$OUT/obj/$(echo "${s%.cpp}" | tr / _).o"; done)
 MAIN=""
 [[ $MODE == replay ]] && MAIN="$OUT/obj/replay_main.o"
 pids=()

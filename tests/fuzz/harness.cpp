@@ -25,8 +25,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "ranges.hpp"
-#include "sampler.hpp"
+#include "engine/ranges.hpp"
+#include "engine/sampler.hpp"
 
 #ifndef SYSPROF_FUZZ_TARGET
 #error "define SYSPROF_FUZZ_TARGET (cpu, per_cpu, meminfo, ...)"

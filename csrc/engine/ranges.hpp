@@ -1,0 +1,57 @@
+// The physical range of every channel, decided once from its name: the one table of range rules.
+// Every value is NaN or inside its range; only limits may be +inf (no limit).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sources/source.hpp"
+
+namespace sysprof {
+
+enum class Range : uint8_t {
+  kFinite,       // a name no rule matches: any finite value
+  kPercent,      // [0, 100]
+  kCorePercent,  // percent of one core: [0, 100 x online CPUs]
+  kShare,        // [0, 1] (busy or stalled seconds per second)
+  kNonNegative,  // finite >= 0: bytes, counts, totals, seconds, rates, watts, joules, hertz
+  kLimit,        // >= 0 or +inf ("max": no limit)
+  kCelsius,      // [-273.15, 1000]
+};
+
+// The rule of one channel name, e.g. "cpu/3/percent" -> kPercent.
+Range classify_channel(std::string_view name);
+// "percent [0, 100]" etc.
+const char* range_name(Range r);
+
+class RangeRules {
+ public:
+  RangeRules() = default;
+  RangeRules(const std::vector<std::string>& channels, double max_cores);
+  size_t size() const { return lo_.size(); }
+  Range rule(size_t i) const { return rule_[i]; }
+  double lower(size_t i) const { return lo_[i]; }
+  double upper(size_t i) const { return hi_[i]; }
+  // nullptr if v is NaN or inside channel i's range, else the rule's name. (NaN compares false.)
+  const char* violation(size_t i, double v) const {
+    return v < lo_[i] || v > hi_[i] ? range_name(rule_[i]) : nullptr;
+  }
+  // Number of values of row[0, size()) outside their range; reads only. The double count keeps
+  // the loop branch-free, so that it vectorizes (~0.9 ns per channel).
+  size_t count(const double* row) const {
+    const double *lo = lo_.data(), *hi = hi_.data();
+    double n = 0;
+    for (size_t i = 0, w = lo_.size(); i < w; ++i) n += ((row[i] < lo[i]) | (row[i] > hi[i])) ? 1.0 : 0.0;
+    return size_t(n);
+  }
+  // Sets every out-of-range value of row[0, size()) to NaN; returns how many.
+  size_t enforce(double* row) const;
+
+ private:
+  std::vector<Range> rule_;
+  std::vector<double> lo_, hi_;  // inclusive bounds; hi_ is +inf only for limits
+};
+
+}  // namespace sysprof

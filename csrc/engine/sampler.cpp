@@ -1,0 +1,362 @@
+#include "engine/sampler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <pthread.h>
+#include <sys/prctl.h>
+
+namespace sysprof {
+
+void ErrorLog::set(const char* source, const std::string& msg) noexcept {
+  try {
+    std::lock_guard<std::mutex> g(mu_);
+    errors_[source] = msg;
+  } catch (...) {  // out of memory for a message: losing the message beats losing the sampler
+  }
+}
+
+std::map<std::string, std::string> ErrorLog::snapshot() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return errors_;
+}
+
+namespace {
+
+std::unique_ptr<Source> make_source(const std::string& name) {
+  if (name == "cpu") return make_cpu_source();
+  if (name == "memory") return make_meminfo_source();
+  if (name == "disk") return make_diskstats_source();
+  if (name == "net") return make_netdev_source();
+  if (name == "load") return make_loadavg_source();
+  if (name == "process") return make_process_source();
+  if (name == "process_tree") return make_process_tree_source();
+  if (name == "pressure") return make_pressure_source();
+  if (name == "cgroup") return make_cgroup_source();
+  if (name == "gpu") return make_nvml_source();
+  return nullptr;
+}
+
+std::vector<std::string> enabled_sources(const Config& cfg) {
+  std::vector<std::string> names;
+  if (cfg.cpu) names.push_back("cpu");
+  if (cfg.memory) names.push_back("memory");
+  if (cfg.disk) names.push_back("disk");
+  if (cfg.net) names.push_back("net");
+  if (cfg.load) names.push_back("load");
+  if (cfg.process) names.push_back("process");
+  if (cfg.process_tree) names.push_back("process_tree");
+  if (cfg.pressure) names.push_back("pressure");
+  if (cfg.cgroup) names.push_back("cgroup");
+  if (cfg.gpu) names.push_back("gpu");
+  return names;
+}
+
+}  // namespace
+
+Collector::Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log) : log_(&log) {
+  size_t first = channels.size();
+  for (const auto& name : enabled_sources(cfg)) {
+    auto src = make_source(name);
+    std::string err;
+    size_t before = channels.size();
+    if (!src->open(cfg, channels, err)) {
+      channels.resize(before);
+      log.set(src->name(), err.empty() ? "unavailable" : err);
+      continue;
+    }
+    if (!err.empty()) log.set(src->name(), err);  // usable, with a warning (e.g. a skipped line)
+    slots_.push_back(Slot{std::move(src), width_, {}, err});
+    width_ += slots_.back().src->width();
+  }
+  names_.assign(channels.begin() + long(first), channels.end());
+  rules_ = RangeRules(names_, online_cpus(cfg));
+  range_logged_.assign(width_, 0);
+}
+
+Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
+    : log_(&log), rules_(other.rules_), enforce_(other.enforce_), names_(other.names_),
+      range_logged_(other.width_, 0) {
+  for (const auto& s : other.slots_) {
+    std::string err;
+    auto src = s.src->clone(cfg, err);
+    // A failed clone (the file vanished in between) keeps its place as a NaN-only slot, so the
+    // layout stays the original's.
+    if (!src) log.set(s.src->name(), err);
+    slots_.push_back(Slot{std::move(src), width_, {}, {}});
+    width_ += s.src->width();
+  }
+}
+
+void Collector::sample(int64_t mono_ns, double* row) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    size_t w = (i + 1 < slots_.size() ? slots_[i + 1].offset : width_) - s.offset;
+    if (!s.src) {
+      fill_nan(row + s.offset, w);
+      continue;
+    }
+    current_.store(s.src->name(), std::memory_order_relaxed);
+    s.err.clear();
+    s.src->sample(mono_ns, row + s.offset, s.err);
+    if (!s.err.empty() && s.err != s.last_logged) {  // log changes only, so a stuck error costs no lock
+      s.last_logged = s.err;
+      log_->set(s.src->name(), s.err);
+    }
+  }
+  current_.store(nullptr, std::memory_order_relaxed);
+  if (enforce_ && rules_.count(row)) report_ranges(row);  // a last safety net: one read-only pass
+}
+
+// Writes NaN over each out-of-range value; logs the first one of each channel (allocates only then).
+void Collector::report_ranges(double* row) {
+  size_t slot = 0;
+  for (size_t i = 0; i < width_; ++i) {
+    const char* why = rules_.violation(i, row[i]);
+    if (!why) continue;
+    double v = row[i];
+    row[i] = kNaN;
+    if (range_logged_[i]) continue;
+    range_logged_[i] = 1;
+    while (slot + 1 < slots_.size() && slots_[slot + 1].offset <= i) ++slot;
+    Slot& s = slots_[slot];
+    if (!s.src) continue;
+    char num[32];
+    std::snprintf(num, sizeof num, "%.17g", v);
+    try {
+      log_->set(s.src->name(), names_[i] + " read " + num + ", outside its range (" + why + "): NaN written");
+    } catch (...) {  // no memory for the message: the NaN is what matters
+    }
+    s.last_logged.clear();  // the source's own next message is logged again
+  }
+}
+
+void Collector::shutdown() {
+  for (Slot& s : slots_)
+    if (s.src) s.src->shutdown();
+}
+
+std::vector<std::map<std::string, std::string>> Collector::devices() const {
+  std::vector<std::map<std::string, std::string>> out;
+  for (const Slot& s : slots_)
+    if (s.src)
+      for (auto& d : s.src->devices()) out.push_back(std::move(d));
+  return out;
+}
+
+void CostHistogram::record(uint64_t ns) {
+  int b;
+  if (ns < 16) {
+    b = int(ns);
+  } else {
+    int msb = 63 - __builtin_clzll(ns);
+    b = 16 + (msb - 4) * 16 + int((ns >> (msb - 4)) & 15);
+  }
+  if (b >= kBuckets) b = kBuckets - 1;
+  buckets_[size_t(b)].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(ns, std::memory_order_relaxed);
+  if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);  // one writer
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+double CostHistogram::mean() const {
+  uint64_t n = count();
+  return n ? double(sum_.load(std::memory_order_relaxed)) / double(n) : kNaN;
+}
+
+double CostHistogram::quantile(double q) const {
+  uint64_t n = count();
+  if (!n) return kNaN;
+  // Nearest rank: the smallest value with at least q*n values at or below it.
+  uint64_t rank = std::max<uint64_t>(1, uint64_t(std::ceil(q * double(n)))), seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += buckets_[size_t(b)].load(std::memory_order_relaxed);
+    if (seen >= rank) {
+      if (b < 16) return double(b);
+      int msb = (b - 16) / 16 + 4, sub = (b - 16) % 16;
+      double lo = double((uint64_t(16 + sub)) << (msb - 4));
+      return std::min(lo + double(uint64_t(1) << (msb - 4)) / 2, max());  // bucket middle, never above the max
+    }
+  }
+  return kNaN;
+}
+
+namespace {
+
+// Bumped in the child of every fork(). pthread_atfork handlers run in the forking thread only, with
+// the other threads gone from the child: this one writes an atomic and takes no lock.
+std::atomic<uint64_t> forks{0};
+void on_fork_child() { forks.fetch_add(1, std::memory_order_relaxed); }
+const int atfork_registered = pthread_atfork(nullptr, nullptr, on_fork_child);
+
+const char* kInheritedStart =
+    "this Sampler was made before fork() and its thread is in the parent process; make a new Sampler in this "
+    "process";
+
+}  // namespace
+
+uint64_t fork_generation() { return forks.load(std::memory_order_relaxed); }
+
+Sampler::Sampler(const Config& cfg)
+    : core_(std::make_shared<Core>(cfg, channels_)),
+      devices_(core_->collector.devices()),
+      sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)),
+      generation_(fork_generation()) {
+  (void)atfork_registered;
+}
+
+bool Sampler::inherited() const { return generation_ != fork_generation(); }
+
+Sampler::~Sampler() {
+  if (inherited()) {
+    // The parent's threads may hold these locks or use the core; none of them exists here. Leaked
+    // on purpose: no destructor may wait on them, and the NVML library must not be shut down here.
+    (void)thread_.release();
+    (void)sync_collector_.release();
+    (void)new std::shared_ptr<Core>(std::move(core_));
+    return;
+  }
+  stop();
+}
+
+std::map<std::string, std::string> Sampler::errors() const {
+  if (inherited()) return {{"sampler", "inherited through fork(): not running in this process"}};
+  return core_->log.snapshot();
+}
+
+size_t Sampler::drain(size_t max_rows, int64_t* ts, double* values) {
+  if (inherited()) return 0;
+  std::lock_guard<std::mutex> g(drain_mu_);
+  return core_->ring.pop(max_rows, ts, values);
+}
+
+void Sampler::start() {
+  if (inherited()) throw std::runtime_error(kInheritedStart);
+  std::lock_guard<std::mutex> life(life_mu_);
+  if (thread_) return;
+  {
+    std::lock_guard<std::mutex> g(core_->mu);
+    if (!core_->done)
+      throw std::runtime_error(
+          "the sampling thread abandoned by stop() is still blocked in a source call; see errors");
+    core_->stop = false;
+    core_->done = false;
+  }
+  std::shared_ptr<Core> core = core_;
+  try {
+    thread_ = std::make_unique<std::thread>([core] {
+      // An exception must not escape a thread (std::terminate would end the host process), and
+      // `done` must be set whatever happens so that stop() and a later start() work.
+      try {
+        run(*core);
+      } catch (const std::exception& e) {
+        core->log.set("sampler", std::string("sampling thread stopped: ") + e.what());
+      } catch (...) {
+        core->log.set("sampler", "sampling thread stopped by an unknown exception");
+      }
+      std::lock_guard<std::mutex> g(core->mu);
+      core->done = true;
+      core->done_cv.notify_all();
+    });
+  } catch (...) {  // no thread (e.g. EAGAIN): undo, so the next start() is not refused
+    std::lock_guard<std::mutex> g(core_->mu);
+    core_->done = true;
+    throw;
+  }
+  running_.store(true, std::memory_order_release);
+}
+
+void Sampler::stop() {
+  if (inherited()) {
+    (void)thread_.release();  // the parent's thread: neither joined nor detached here
+    return;
+  }
+  std::lock_guard<std::mutex> life(life_mu_);
+  if (!thread_) return;
+  running_.store(false, std::memory_order_release);
+  Core& c = *core_;
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    c.stop = true;
+  }
+  c.cv.notify_all();
+  c.collector.shutdown();  // e.g. NVML skips the devices left in this tick
+  bool done;
+  {
+    std::unique_lock<std::mutex> lk(c.mu);
+    done = c.done_cv.wait_for(lk, std::chrono::nanoseconds(kStopTimeoutNs), [&c] { return c.done; });
+  }
+  if (done) {
+    thread_->join();
+    thread_.reset();
+    return;
+  }
+  // Stuck in a call that cannot be interrupted (a hung driver). The thread holds its own reference
+  // to the core: it finishes the call, sees stop, and releases the sources (NVML shutdown included).
+  const char* where = c.collector.current();
+  c.log.set(where ? where : "sampler",
+            "sampling thread blocked in this source for over " + std::to_string(kStopTimeoutNs / 1000000) +
+                " ms at stop(); abandoned (it exits when the call returns)");
+  thread_->detach();
+  thread_.reset();
+}
+
+int64_t Sampler::sample_now(double* row) {
+  if (inherited()) throw std::runtime_error(kInheritedStart);
+  std::lock_guard<std::mutex> g(sync_mu_);
+  int64_t wall = wall_now_ns();
+  sync_collector_->sample(mono_now_ns(), row);
+  return wall;
+}
+
+Sampler::Stats Sampler::stats() const {
+  const Core& c = *core_;
+  Ring::Counts n = c.ring.counts();
+  // taken counts the thread's samples, independently of the ring's own accounting, so that
+  // taken == drained + dropped + buffered is a real check (exact once stopped; while running a row
+  // can be in the ring a moment before its sample is counted).
+  return Stats{c.cost.count(),
+               n.dropped,
+               n.drained,
+               n.buffered,
+               c.missed.load(std::memory_order_relaxed),
+               c.cost.mean(),
+               c.cost.quantile(0.99),
+               c.cost.max()};
+}
+
+void Sampler::run(Core& c) {
+  prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
+  pthread_setname_np(pthread_self(), "sysprof");
+  const int64_t interval = c.cfg.interval_ns;
+  // The first deadline is now: a row at start, whose rates cover the time since construction (or
+  // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
+  int64_t next = mono_now_ns(), last = 0;
+  std::unique_lock<std::mutex> lk(c.mu, std::defer_lock);
+  for (;;) {
+    lk.lock();
+    // Absolute deadlines: the period stays `interval` whatever each sample costs.
+    auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
+    bool stopping = c.cv.wait_until(lk, deadline, [&c] { return c.stop; });
+    lk.unlock();
+    int64_t t0 = mono_now_ns();
+    if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
+    int64_t wall = wall_now_ns();
+    c.collector.sample(t0, c.row.data());
+    c.ring.push(wall, c.row.data());
+    int64_t t1 = mono_now_ns();
+    c.cost.record(uint64_t(t1 - t0));
+    last = t0;
+    if (stopping) break;
+    next += interval;
+    if (t1 >= next) {  // overran (slow sample or late wake-up): skip the passed deadlines, no burst
+      int64_t skipped = (t1 - next) / interval + 1;
+      c.missed.fetch_add(uint64_t(skipped), std::memory_order_relaxed);
+      next += skipped * interval;
+    }
+  }
+}
+
+}  // namespace sysprof

@@ -1,0 +1,156 @@
+// The sampling engine: sources -> row -> ring, on one background thread that never touches Python.
+#pragma once
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/ranges.hpp"
+#include "engine/ring.hpp"
+#include "sources/source.hpp"
+
+namespace sysprof {
+
+// Records the latest message per source; written on error paths only.
+class ErrorLog {
+ public:
+  void set(const char* source, const std::string& msg) noexcept;
+  std::map<std::string, std::string> snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> errors_;
+};
+
+// An ordered set of sources filling one row. Not thread-safe: each thread owns its own collector.
+class Collector {
+ public:
+  // Opens every enabled source; one that fails is left out and its reason logged.
+  Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log);
+  // Same sources and layout, own files and baselines.
+  Collector(const Collector& other, const Config& cfg, ErrorLog& log);
+  // Fills row[0, width()); a failing source gives NaN and logs why; the others are unaffected.
+  // Then every value outside its channel's range (ranges.hpp) becomes NaN, and the first such value
+  // of each channel is logged under its source.
+  void sample(int64_t mono_ns, double* row);
+  // Off: rows are the sources' raw output (the fuzz targets check that with the same rules).
+  void set_range_enforcement(bool on) { enforce_ = on; }
+  const RangeRules& range_rules() const { return rules_; }
+  size_t width() const { return width_; }
+  // Source::shutdown() of every source; callable from another thread while sample() runs.
+  void shutdown();
+  // Name of the source sample() is in now (nullptr between sources); readable from any thread.
+  const char* current() const { return current_.load(std::memory_order_relaxed); }
+  std::vector<std::map<std::string, std::string>> devices() const;
+
+ private:
+  struct Slot {
+    std::unique_ptr<Source> src;
+    size_t offset;
+    std::string err;  // reused buffer: repeated errors do not allocate
+    std::string last_logged;
+  };
+  void report_ranges(double* row);
+  std::vector<Slot> slots_;
+  size_t width_ = 0;
+  ErrorLog* log_;
+  RangeRules rules_;
+  bool enforce_ = true;
+  std::vector<std::string> names_;  // channel names, for the range messages
+  std::vector<char> range_logged_;  // per channel: a violation was logged
+  std::atomic<const char*> current_{nullptr};
+};
+
+// Sample-cost histogram: log-linear buckets (16 per power of two, ~6 % resolution), lock-free.
+class CostHistogram {
+ public:
+  void record(uint64_t ns);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  double mean() const;
+  double quantile(double q) const;
+  double max() const { return count() ? double(max_.load(std::memory_order_relaxed)) : kNaN; }
+
+ private:
+  static constexpr int kBuckets = 16 + 60 * 16;
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+  std::atomic<uint64_t> count_{0}, sum_{0}, max_{0};
+};
+
+// fork(): a child process inherits a Sampler but not its threads, and its locks may be held by
+// threads that do not exist there. In the child an inherited Sampler is inert: not running; stop()
+// and the destructor are instant no-ops that touch no thread and no lock and free nothing the
+// parent's threads share (it is leaked: a few objects, once per fork); start(), sample_now() throw;
+// drain() returns no rows (they are the parent's). The child makes its own Samplers.
+class Sampler {
+ public:
+  explicit Sampler(const Config& cfg);
+  ~Sampler();
+  // True in a process forked after this Sampler was made.
+  bool inherited() const;
+
+  const std::vector<std::string>& channels() const { return channels_; }
+  std::map<std::string, std::string> errors() const;
+  // Static facts about devices (GPU name, UUID, ...), from every source that has some.
+  // Read live: a GPU's name and UUID may arrive after construction (NVML describes on its own thread).
+  std::vector<std::map<std::string, std::string>> devices() const {
+    return inherited() ? devices_ : core_->collector.devices();
+  }
+  // Starts the thread. Throws std::runtime_error while a thread abandoned by stop() is still stuck.
+  void start();
+  // Stops the thread: waits up to kStopTimeoutNs for it to finish its tick, then abandons it
+  // (detaches) if it is stuck in a source call (a hung driver); it cleans up when the call returns.
+  void stop();
+  static constexpr int64_t kStopTimeoutNs = 2000000000;
+  bool running() const { return !inherited() && running_.load(std::memory_order_acquire); }
+  // Synchronous sample from a second collector; rates relative to the previous call.
+  int64_t sample_now(double* row);
+  // Consumer side of the ring: copies up to max_rows of the oldest rows out (none when inherited).
+  // Thread-safe: concurrent callers are serialized.
+  size_t drain(size_t max_rows, int64_t* ts, double* values);
+  size_t buffered() const { return inherited() ? 0 : size_t(core_->ring.counts().buffered); }
+
+  struct Stats {
+    uint64_t taken, dropped, drained, buffered, missed_deadlines;
+    double sample_ns_mean, sample_ns_p99, sample_ns_max;
+  };
+  Stats stats() const;
+
+ private:
+  // Everything the sampling thread touches. Shared with the thread, so that a thread abandoned by
+  // stop() (stuck in a driver call) keeps it alive, and releases it, with its sources, on return.
+  struct Core {
+    Core(const Config& c, std::vector<std::string>& channels)
+        : cfg(c), collector(cfg, channels, log), ring(c.capacity, collector.width()), row(collector.width()) {}
+    Config cfg;
+    ErrorLog log;
+    Collector collector;  // used by the thread only, while it runs
+    Ring ring;
+    std::vector<double> row;
+    std::mutex mu;  // guards stop and done
+    std::condition_variable cv;  // wakes the sleeping thread on stop
+    std::condition_variable done_cv;  // the thread has returned from run()
+    bool stop = false;
+    bool done = true;
+    std::atomic<uint64_t> missed{0};
+    CostHistogram cost;
+  };
+  static void run(Core& c);
+
+  std::vector<std::string> channels_;
+  std::shared_ptr<Core> core_;
+  std::vector<std::map<std::string, std::string>> devices_;
+  std::unique_ptr<Collector> sync_collector_;
+  std::mutex sync_mu_;
+  std::mutex life_mu_;  // serializes start() and stop() (and so every use of thread_)
+  std::unique_ptr<std::thread> thread_;  // a pointer, so that a child can forget it without detaching
+  std::atomic<bool> running_{false};
+  std::mutex drain_mu_;
+  uint64_t generation_;  // fork generation of the process that made this Sampler
+};
+
+}  // namespace sysprof

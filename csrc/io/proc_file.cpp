@@ -1,0 +1,131 @@
+#include "io/proc_file.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/scan.hpp"
+#include "sources/source.hpp"
+
+namespace sysprof {
+namespace {
+
+// Opens a file for reading. O_NONBLOCK so that a FIFO cannot block the open; anything but a
+// regular file (a device such as /dev/zero, a FIFO, a socket) is refused before the first read.
+int open_regular(const std::string& path, std::string& err) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    err = path + ": " + std::strerror(errno);
+    return -1;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    err = path + ": not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string too_large(const std::string& path) {
+  return path + ": " + std::to_string(kMaxFileBytes >> 20) + " MiB or more, not a /proc or /sys file";
+}
+
+}  // namespace
+
+ProcFile::~ProcFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ProcFile::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  len_ = 0;
+}
+
+bool ProcFile::open(const std::string& path, std::string& err, bool single_shot) {
+  if (fd_ >= 0) ::close(fd_);
+  path_ = path;
+  single_shot_ = single_shot;
+  fd_ = open_regular(path, err);
+  if (fd_ < 0) return false;
+  buf_.assign(16384, '\0');
+  if (!read(err)) return false;
+  // Headroom so that a file that grows a little (a new NIC, a hot-plugged disk) needs no allocation.
+  if (buf_.size() < 2 * len_ + 4096) buf_.resize(std::min(2 * len_ + 4096, kMaxFileBytes));
+  return true;
+}
+
+bool ProcFile::read(std::string& err) {
+  if (fd_ < 0) {
+    err = path_ + ": not open";
+    return false;
+  }
+  size_t off = 0;
+  for (;;) {
+    if (off == buf_.size()) {  // outgrown: only when the file grew
+      if (buf_.size() >= kMaxFileBytes) {
+        err = too_large(path_);
+        len_ = 0;
+        return false;
+      }
+      buf_.resize(std::min(buf_.size() * 2, kMaxFileBytes));
+    }
+    ssize_t n = ::pread(fd_, buf_.data() + off, buf_.size() - off, off_t(off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = path_ + ": " + std::strerror(errno);
+      len_ = 0;
+      return false;
+    }
+    off += size_t(n);
+    if (n == 0 || (single_shot_ && off < buf_.size())) break;
+  }
+  len_ = off;
+  return true;
+}
+
+bool read_small_file(const std::string& path, std::string& out, std::string& err) {
+  out.clear();
+  int fd = open_regular(path, err);
+  if (fd < 0) return false;
+  char chunk[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = path + ": " + std::strerror(errno);
+    if (n > 0 && out.size() + size_t(n) >= kMaxFileBytes) {
+      err = too_large(path);
+      n = -1;
+    }
+    if (n <= 0) {
+      ::close(fd);
+      if (n < 0) out.clear();
+      return n == 0;
+    }
+    out.append(chunk, size_t(n));
+  }
+}
+
+unsigned online_cpus(const Config& cfg) {
+  std::string buf, err;
+  size_t n = 0;
+  if (read_small_file(join(cfg.sys_root, "devices/system/cpu/online"), buf, err))
+    n = for_each_cpu_in_list(buf.data(), buf.size(), [](long) {});
+  if (n == 0 && read_small_file(join(cfg.proc_root, "stat"), buf, err)) {
+    LineReader lines(buf.data(), buf.size());
+    Cursor c;
+    while (lines.next(c))
+      if (c.end - c.p > 3 && std::memcmp(c.p, "cpu", 3) == 0 && is_digit(c.p[3])) ++n;
+  }
+  if (n == 0) {
+    long s = sysconf(_SC_NPROCESSORS_ONLN);
+    n = s > 0 ? size_t(s) : 1;
+  }
+  return unsigned(n > 0xFFFFFFu ? 0xFFFFFFu : n);
+}
+
+}  // namespace sysprof

@@ -1,0 +1,187 @@
+// /proc/stat: aggregate and per-CPU busy percent from tick deltas (Documentation/filesystems/proc.rst, 1.8).
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+#include "sources/file_source.hpp"
+
+namespace sysprof {
+namespace {
+
+// user nice system idle iowait irq softirq steal. guest and guest_nice (fields 9, 10) are already
+// counted inside user and nice, so they are read past but never added.
+constexpr int kModes = 8;
+constexpr int kIdle = 3, kIowait = 4;
+constexpr const char* kModeNames[kModes] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
+
+using Ticks = std::array<uint64_t, kModes>;
+
+// Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10;
+// a line with more (a future kernel, a virtualization layer) keeps the 8 whose positions proc.rst fixes.
+bool parse_ticks(Cursor& c, Ticks& t) {
+  int n = 0;
+  uint64_t v;
+  while (n < 10 && parse_u64(c, v)) {
+    if (n < kModes) t[size_t(n)] = v;
+    ++n;
+  }
+  if (n < 4) return false;
+  for (int i = std::min(n, kModes); i < kModes; ++i) t[size_t(i)] = 0;
+  return true;
+}
+
+// Splits a "cpu..." line: id -1 for the aggregate line, else N of "cpuN". False if not a cpu line.
+bool cpu_line_id(Cursor& c, long& id) {
+  if (c.end - c.p < 3 || std::memcmp(c.p, "cpu", 3) != 0) return false;
+  c.p += 3;
+  if (c.p < c.end && is_blank(*c.p)) {
+    id = -1;
+    return true;
+  }
+  uint64_t v;
+  if (!parse_u64(c, v) || v >= kMaxCpus) return false;
+  id = long(v);
+  return true;
+}
+
+// One CPU (or the aggregate): hold-last percent, because at sub-tick intervals most reads see no
+// new tick, and "no tick elapsed" carries no information.
+struct TickState {
+  Ticks prev{};
+  bool valid = false;
+  std::array<double, kModes + 1> last;  // busy, then the 8 modes
+  TickState() { last.fill(kNaN); }
+
+  void update(const Ticks& now) {
+    if (!valid) {
+      prev = now;
+      valid = true;
+      return;
+    }
+    Ticks d;
+    unsigned __int128 total = 0;  // 8 deltas of up to 2^64-1 each: a uint64 sum could wrap
+    for (size_t i = 0; i < kModes; ++i) {
+      d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0,
+      if (now[i] < prev[i]) prev[i] = now[i];             // and counting resumes from the new value
+      total += d[i];
+    }
+    if (total == 0) return;
+    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. The double roundings of
+    // totals near 2^64 can still land a hair above 100: percent_of clamps (found by the fuzzer).
+    last[0] = percent_of(double(total - d[kIdle] - d[kIowait]), double(total));
+    for (size_t i = 0; i < kModes; ++i) last[i + 1] = percent_of(double(d[i]), double(total));
+    prev = now;
+  }
+  void invalidate() {
+    valid = false;
+    last.fill(kNaN);
+  }
+};
+
+class CpuSource final : public FileSource {
+ public:
+  const char* name() const override { return "cpu"; }
+
+ protected:
+  std::string path(const Config& cfg) const override { return join(cfg.proc_root, "stat"); }
+
+  bool discover(const Config& cfg, std::string& warning) override {
+    per_cpu_ = cfg.per_cpu;
+    if (!per_cpu_) return true;
+    std::vector<long> ids;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c)) {
+      long id;
+      if (cpu_line_id(c, id) && id >= 0) ids.push_back(id);
+    }
+    // CPUs offline now still get a channel if sysfs says they are possible.
+    std::string possible, ignored;  // absent or unreadable: the ids of /proc/stat alone
+    if (read_small_file(join(cfg.sys_root, "devices/system/cpu/possible"), possible, ignored))
+      for_each_cpu_in_list(possible.data(), possible.size(), [&](long id) { ids.push_back(id); });
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    ids_ = ids;
+    (void)warning;
+    return true;
+  }
+
+  void layout(std::vector<std::string>& channels) override {
+    channels.push_back("cpu/percent");
+    for (auto m : kModeNames) channels.push_back(std::string("cpu/") + m + "_percent");
+    long max_id = -1;
+    for (long id : ids_) {
+      channels.push_back("cpu/" + std::to_string(id) + "/percent");
+      max_id = std::max(max_id, id);
+    }
+    slot_of_.assign(size_t(max_id + 1), -1);
+    for (size_t k = 0; k < ids_.size(); ++k) slot_of_[size_t(ids_[k])] = int(k);
+    per_.assign(ids_.size(), TickState());
+    seen_.assign(ids_.size(), 0);
+    width_ = kModes + 1 + ids_.size();
+  }
+
+  std::unique_ptr<FileSource> fresh() const override {
+    auto s = std::make_unique<CpuSource>();
+    s->per_cpu_ = per_cpu_;
+    s->ids_ = ids_;
+    return s;
+  }
+
+  // Per-CPU lines are matched by id; absent ones are offline.
+  bool parse(int64_t, double* out, std::string& err) override {
+    std::fill(seen_.begin(), seen_.end(), 0);
+    bool have_aggregate = false;
+    std::string_view bad;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c)) {
+      Cursor line = c;
+      long id;
+      if (!cpu_line_id(c, id)) {
+        if (have_aggregate) break;  // cpu lines come first; the rest (intr, ctxt, ...) is not ours
+        continue;
+      }
+      Ticks t;
+      if (!parse_ticks(c, t)) {
+        bad = std::string_view(line.p, size_t(line.end - line.p));
+        continue;
+      }
+      if (id < 0) {
+        total_.update(t);
+        have_aggregate = true;
+        if (!per_cpu_) break;
+      } else if (size_t(id) < slot_of_.size() && slot_of_[size_t(id)] >= 0) {
+        size_t k = size_t(slot_of_[size_t(id)]);
+        per_[k].update(t);
+        seen_[k] = 1;
+      }
+    }
+    for (size_t k = 0; k < per_.size(); ++k)
+      if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
+    if (!bad.empty()) malformed(file_, bad, err);
+    if (!have_aggregate) {
+      if (bad.empty()) err = file_.path() + ": no aggregate 'cpu' line";
+      return false;
+    }
+    if (out) {
+      for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
+      for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
+    }
+    return true;
+  }
+
+ private:
+  bool per_cpu_ = false;
+  std::vector<long> ids_;
+  std::vector<int> slot_of_;
+  TickState total_;
+  std::vector<TickState> per_;
+  std::vector<char> seen_;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_cpu_source() { return std::make_unique<CpuSource>(); }
+
+}  // namespace sysprof

@@ -1,0 +1,108 @@
+// /proc/meminfo: memory and swap in bytes (Documentation/filesystems/proc.rst, "meminfo").
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "sources/file_source.hpp"
+
+namespace sysprof {
+namespace {
+
+enum Key { kMemTotal, kMemFree, kMemAvailable, kBuffers, kCached, kDirty, kWriteback, kSwapTotal, kSwapFree, kKeys };
+constexpr const char* kKeyNames[kKeys] = {"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
+                                          "Dirty", "Writeback", "SwapTotal", "SwapFree"};
+
+constexpr const char* kChannels[] = {
+    "memory/total_bytes",   "memory/available_bytes", "memory/used_bytes",      "memory/free_bytes",
+    "memory/buffers_bytes", "memory/cached_bytes",    "memory/dirty_bytes",     "memory/writeback_bytes",
+    "memory/used_percent",  "swap/total_bytes",       "swap/used_bytes",        "swap/free_bytes"};
+constexpr size_t kWidth = sizeof(kChannels) / sizeof(kChannels[0]);
+
+int key_index(const char* k, size_t n) {
+  for (int i = 0; i < kKeys; ++i)
+    if (std::strlen(kKeyNames[i]) == n && std::memcmp(kKeyNames[i], k, n) == 0) return i;
+  return -1;
+}
+
+class MeminfoSource final : public FileSource {
+ public:
+  MeminfoSource() { width_ = kWidth; }
+  const char* name() const override { return "memory"; }
+
+ protected:
+  std::string path(const Config& cfg) const override { return join(cfg.proc_root, "meminfo"); }
+  void layout(std::vector<std::string>& channels) override {
+    for (auto c : kChannels) channels.push_back(c);
+  }
+  std::unique_ptr<FileSource> fresh() const override { return std::make_unique<MeminfoSource>(); }
+
+  bool parse(int64_t, double* out, std::string& err) override {
+    double scratch[kWidth];
+    if (!out) out = scratch;
+    double v[kKeys];
+    unsigned found = 0;
+    const char* bad = nullptr;
+    const char* bad_end = nullptr;
+    LineReader lines(file_.data(), file_.size());
+    Cursor c;
+    while (lines.next(c) && found != (1u << kKeys) - 1) {
+      const char* colon = static_cast<const char*>(std::memchr(c.p, ':', size_t(c.end - c.p)));
+      if (!colon) {
+        if (c.p != c.end) bad = c.p, bad_end = c.end;
+        continue;
+      }
+      int k = key_index(c.p, size_t(colon - c.p));
+      if (k < 0) continue;
+      Cursor val{colon + 1, c.end};
+      double x;
+      if (!parse_digits_double(val, x)) {  // not a number, or too large for a double
+        bad = c.p, bad_end = c.end;
+        continue;
+      }
+      skip_blanks(val);
+      if (val.end - val.p >= 2 && val.p[0] == 'k' && val.p[1] == 'B') x *= 1024.0;  // kB is KiB here
+      if (!(x <= std::numeric_limits<double>::max())) {  // over 1.7e308 once scaled: never inf
+        bad = c.p, bad_end = c.end;
+        continue;
+      }
+      v[k] = x;
+      found |= 1u << k;
+    }
+    auto has = [&](int k) { return (found >> k) & 1u; };
+    if (!has(kMemTotal) || !has(kMemFree)) {
+      err = file_.path() + (bad ? ": malformed line: '" + std::string(bad, bad_end) + "'" : std::string(": no MemTotal/MemFree"));
+      return false;
+    }
+    auto get = [&](int k) { return has(k) ? v[k] : kNaN; };
+    // Virtualization layers have reported wrapped negatives as huge free counts: free and available
+    // are at most the total, so used is never negative and used_percent lies in [0, 100].
+    double total = v[kMemTotal], free = std::min(v[kMemFree], total);
+    // MemAvailable appeared in 3.14; before it, free + buffers + page cache is the usual estimate.
+    double avail = has(kMemAvailable) ? v[kMemAvailable]
+                                      : free + (has(kBuffers) ? v[kBuffers] : 0) + (has(kCached) ? v[kCached] : 0);
+    avail = std::min(avail, total);
+    double used = total - avail;
+    out[0] = total;
+    out[1] = avail;
+    out[2] = used;
+    out[3] = free;
+    out[4] = get(kBuffers);
+    out[5] = get(kCached);
+    out[6] = get(kDirty);
+    out[7] = get(kWriteback);
+    out[8] = percent_of(used, total);
+    double st = get(kSwapTotal), sf = get(kSwapFree);
+    if (st == st) sf = std::min(sf, st);  // a NaN SwapFree stays NaN
+    out[9] = st;
+    out[10] = st - sf;  // NaN if either is unknown
+    out[11] = sf;
+    if (bad) malformed(file_, std::string_view(bad, size_t(bad_end - bad)), err);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_meminfo_source() { return std::make_unique<MeminfoSource>(); }
+
+}  // namespace sysprof

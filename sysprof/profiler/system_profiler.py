@@ -1,0 +1,419 @@
+"""The drop-in replacement for Composer's ``SystemProfiler`` callback, fed by sysprof's native sampler.
+
+Data flow: :class:`sysprof.Sampler` (native thread -> ring buffer) -> :meth:`SystemProfiler._drain` (batches of
+rows) -> one counter event per (row, trace name) -> every trace handler of ``state.profiler``. Each event is
+stamped with the wall-clock time its row was sampled, and only rows sampled while the profiler's action was one
+that markers record by default (WARMUP, ACTIVE, ACTIVE_AND_SAVE) are emitted.
+
+Trace names, categories and argument keys are Composer's (fixed: GB = 1e9 bytes, kB = 1e3 bytes, the disk key is
+the field name); :data:`COUNTER_RULES` is the single table mapping sampler channels to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import re
+import sys
+import threading
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from sysprof import forks
+from sysprof.profiler.callback import Callback, event_name
+from sysprof.report import source_available
+from sysprof.profiler.schedule import current_action
+from sysprof.profiler.trace_handler import CounterRows, report_handler_error
+
+__all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS"]
+
+log = logging.getLogger(__name__)
+
+
+_now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
+_RECORDED_ACTIONS = frozenset({"warmup", "active", "active_and_save"})
+
+#: Sampler channel -> trace counter. Each rule: (channel regex (full match), trace event name, args key, multiplier,
+#: divisor, category, needs ``rates=True``); the traced value is ``channel value * multiplier / divisor``. The name
+#: and key are ``str.format``-ed with the regex's named groups. Channels sharing a trace name become one counter
+#: event with several keys. Channels matching no rule are not traced. Units: ``*_gb`` 1e9 bytes, ``kb_*`` 1e3 bytes,
+#: ``*_time`` cumulative milliseconds (as psutil reported them).
+COUNTER_RULES = (
+    (r"cpu/percent", "cpu", "cpu_percent", 1, 1, "cpu", False),
+    (r"cpu/(?P<id>\d+)/percent", "cpu/{id}", "cpu_percent", 1, 1, "cpu", False),
+    (r"memory/used_bytes", "memory/virtual", "used_gb", 1, 1e9, "memory", False),
+    (r"memory/available_bytes", "memory/virtual", "available_gb", 1, 1e9, "memory", False),
+    (r"swap/used_bytes", "memory/swap", "used_gb", 1, 1e9, "memory", False),
+    (r"swap/free_bytes", "memory/swap", "free_gb", 1, 1e9, "memory", False),
+    (r"disk/(?P<dev>.+)/(?P<f>read_count|write_count|read_bytes|write_bytes)", "disk/{dev}/{f}", "{f}", 1, 1,
+     "disk", False),
+    (r"disk/(?P<dev>.+)/(?P<f>read_time|write_time|busy_time)_seconds", "disk/{dev}/{f}", "{f}", 1000, 1, "disk",
+     False),
+    (r"disk/(?P<dev>.+)/(?P<f>(read|write)_(bytes|count)_per_second)", "disk/{dev}/{f}", "{f}", 1, 1, "disk", True),
+    (r"disk/(?P<dev>.+)/busy_time_seconds_per_second", "disk/{dev}/busy_percent", "busy_percent", 100, 1, "disk",
+     True),
+    (r"net/(?P<nic>.+)/bytes_(?P<d>sent|recv)", "network/{nic}/kb_{d}", "kb_{d}", 1, 1e3, "net", False),
+    (r"net/(?P<nic>.+)/bytes_(?P<d>sent|recv)_per_second", "network/{nic}/kb_{d}_per_second", "kb_{d}_per_second",
+     1, 1e3, "net", True),
+    (r"process/cpu_percent", "process/cpu", "cpu_percent", 1, 1, "process", False),
+    (r"process/rss_bytes", "process/memory", "rss_gb", 1, 1e9, "process", False),
+    (r"process/vms_bytes", "process/memory", "vms_gb", 1, 1e9, "process", False),
+    (r"process/num_threads", "process/threads", "num_threads", 1, 1, "process", False),
+    (r"gpu/(?P<index>\d+)/(?P<f>[^/]+)", "gpu/{index}/{f}", "{f}", 1, 1, "gpu", False),
+)
+_COMPILED_RULES = tuple((re.compile(r[0]),) + r[1:] for r in COUNTER_RULES)
+
+#: torch CUDA allocator statistic -> counter name (Composer 0.32.1 memory monitor's names); ``*bytes*`` statistics
+#: are reported in GB (1e9 bytes). Traced as ``memory/cuda/<name>`` with key ``<name>``.
+CUDA_MEMORY_KEYS = {
+    "allocated_bytes.all.current": "current_allocated_mem",
+    "active_bytes.all.current": "current_active_mem",
+    "inactive_split_bytes.all.current": "current_inactive_mem",
+    "reserved_bytes.all.current": "current_reserved_mem",
+    "allocated_bytes.all.peak": "peak_allocated_mem",
+    "active_bytes.all.peak": "peak_active_mem",
+    "inactive_split_bytes.all.peak": "peak_inactive_mem",
+    "reserved_bytes.all.peak": "peak_reserved_mem",
+    "num_alloc_retries": "alloc_retries",
+}
+
+
+def counter_plan(channels: tuple, rates: bool) -> list:
+    """Group ``channels`` into trace counters using :data:`COUNTER_RULES`.
+
+    Returns:
+        list of ``(name, categories, keys, columns, multipliers, divisors)``: trace event name (str), categories
+        (1-tuple of str), args keys (tuple of str, in :data:`COUNTER_RULES` order), channel column indices (list of
+        int) and per-key multipliers and divisors (lists of float); names in the order of their first channel.
+    """
+    groups: dict = {}  # name -> (categories, [(rule index, key, column, multiplier, divisor)])
+    for col, channel in enumerate(channels):
+        for rule, (regex, name_fmt, key_fmt, mul, div, category, needs_rates) in enumerate(_COMPILED_RULES):
+            m = regex.fullmatch(channel)
+            if m is None:
+                continue
+            if needs_rates and not rates:
+                break
+            fields = m.groupdict()
+            entry = groups.setdefault(name_fmt.format(**fields), ((category,), []))
+            entry[1].append((rule, key_fmt.format(**fields), col, float(mul), float(div)))
+            break
+    plan = []
+    for name, (cats, members) in groups.items():
+        members.sort(key=lambda m: m[0])  # keys in rule order (e.g. used_gb before available_gb)
+        plan.append((name, cats, tuple(m[1] for m in members), [m[2] for m in members], [m[3] for m in members],
+                     [m[4] for m in members]))
+    return plan
+
+
+def _seconds(name: str, value: Any) -> float:
+    """``value`` as float seconds, or ValueError naming ``name`` unless it is a finite real number > 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+class _RecordingLog:
+    """When the profiler was recording: a step function of wall-clock time built from event observations.
+
+    ``observe(t_ns, recording, timestamp)`` appends a step when ``recording`` or the ``timestamp`` object changes;
+    the value at time ``t`` is that of the last step at or before ``t`` (not recording before the first step).
+    """
+
+    def __init__(self) -> None:
+        self.times: list = []
+        self.recording: list = []
+        self.stamps: list = []
+
+    def observe(self, t_ns: int, recording: bool, timestamp: Any) -> None:
+        if self.times and self.recording[-1] == recording and self.stamps[-1] is timestamp:
+            return
+        self.times.append(t_ns)
+        self.recording.append(recording)
+        self.stamps.append(timestamp)
+
+    def classify(self, ts_ns: np.ndarray) -> tuple:
+        """For sample times ``ts_ns`` (int64, ascending): ``(mask, step_index)``; ``mask`` (bool array) is true for
+        rows sampled while recording, ``step_index`` (int array) indexes :attr:`stamps` for each row."""
+        if not self.times:
+            return np.zeros(len(ts_ns), dtype=bool), np.zeros(len(ts_ns), dtype=np.intp)
+        idx = np.searchsorted(np.asarray(self.times, dtype=np.int64), ts_ns, side="right") - 1
+        valid = idx >= 0
+        idx = np.maximum(idx, 0)
+        mask = np.asarray(self.recording, dtype=bool)[idx] & valid
+        return mask, idx
+
+    def prune(self, before_ns: int) -> None:
+        """Forget steps no longer needed for samples taken at or after ``before_ns`` (keeps the step in force)."""
+        keep_from = max(0, int(np.searchsorted(np.asarray(self.times, dtype=np.int64), before_ns, side="right")) - 1)
+        if keep_from:
+            del self.times[:keep_from], self.recording[:keep_from], self.stamps[:keep_from]
+
+
+class SystemProfiler(Callback):
+    """Record system metrics into the profiler's trace, sampled by sysprof's native sampler.
+
+    Drop-in for ``composer.profiler.SystemProfiler``: pass it in ``Trainer(callbacks=[...])`` with a profiler
+    whose ``sys_prof_*`` flags are off (or let :class:`sysprof.Profiler` build it from its ``sys_prof_*``
+    arguments).
+
+    Counter events (name: args keys, units; category in brackets):
+
+    * ``cpu``: ``cpu_percent`` (% of all CPUs busy, /proc/stat) [cpu]; with ``per_cpu`` also ``cpu/<id>``.
+    * ``memory/virtual``: ``used_gb`` (MemTotal - MemAvailable), ``available_gb``; ``memory/swap``: ``used_gb``,
+      ``free_gb`` (GB = 1e9 bytes, /proc/meminfo) [memory]; ``memory/cuda/<name>``: torch allocator statistics
+      (:data:`CUDA_MEMORY_KEYS`, read at each drain while CUDA is initialized) [memory].
+    * ``disk/<dev>/<field>``: key ``<field>`` for read_count, write_count, read_bytes, write_bytes (cumulative)
+      and read_time, write_time, busy_time (cumulative ms), /proc/diskstats [disk].
+    * ``network/<nic>/kb_sent``, ``kb_recv``: cumulative kB (1e3 bytes), /proc/net/dev [net].
+    * with ``rates``: ``disk/<dev>/{read,write}_{bytes,count}_per_second``, ``disk/<dev>/busy_percent``,
+      ``network/<nic>/kb_{sent,recv}_per_second``.
+    * with ``profile_process``: ``process/cpu`` (cpu_percent, % of one core), ``process/memory`` (rss_gb,
+      vms_gb), ``process/threads`` (num_threads) [process]; with ``profile_gpu``: ``gpu/<index>/<field>`` [gpu].
+
+    Values the sampler could not read (NaN) are left out of an event; an event with no value is not emitted.
+
+    Args:
+        profile_cpu, profile_memory, profile_disk, profile_net: sources, as Composer's.
+        stats_thread_interval_seconds: sampling interval (float seconds > 0).
+        profile_gpu, profile_process, per_cpu, rates: sysprof extensions (see above).
+        backend: sampler backend, ``"auto"``, ``"native"`` or ``"psutil"``.
+        drain_interval_seconds: least time between two drains done from training events (float > 0); a
+            background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
+
+    Raises:
+        ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
+            (or is a bool).
+    """
+
+    def __init__(
+        self,
+        profile_cpu: bool = True,
+        profile_memory: bool = False,
+        profile_disk: bool = False,
+        profile_net: bool = False,
+        stats_thread_interval_seconds: float = 0.5,
+        *,
+        profile_gpu: bool = False,
+        profile_process: bool = False,
+        per_cpu: bool = False,
+        rates: bool = False,
+        backend: str = "auto",
+        drain_interval_seconds: float = 0.25,
+    ) -> None:
+        super().__init__()
+        _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
+        _seconds("drain_interval_seconds", drain_interval_seconds)
+        self.profile_cpu = profile_cpu
+        self.profile_memory = profile_memory
+        self.profile_disk = profile_disk
+        self.profile_net = profile_net
+        self.stats_thread_interval_seconds = stats_thread_interval_seconds
+        self.profile_gpu = profile_gpu
+        self.profile_process = profile_process
+        self.per_cpu = per_cpu
+        self.rates = rates
+        self.backend = backend
+        self.drain_interval_seconds = drain_interval_seconds
+        self.sampler: Any = None
+        self._plan: list = []
+        self._log = _RecordingLog()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._state: Any = None
+        self._last_drain = 0.0
+        self._last_action = "skip"
+        self._counts = {"rows_drained": 0, "rows_recorded": 0}
+        self._series: Optional[list] = None
+        self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child the sampler and the drain thread are the parent's, and the lock may have been held
+        by that thread: forget them, so that nothing here drains, emits or waits. A new init() starts afresh."""
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread = None
+        self.sampler = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _make_sampler(self) -> Any:
+        """The :class:`sysprof.Sampler` for the configured sources (tests substitute a fake here)."""
+        from sysprof.sampling.sampler import Sampler
+
+        interval = float(self.stats_thread_interval_seconds)
+        fallback = max(1.0, 4 * self.drain_interval_seconds)
+        capacity = int(min(1 << 20, max(4096, math.ceil(8 * fallback / interval))))
+        return Sampler(interval=interval, cpu=self.profile_cpu, per_cpu=self.per_cpu and self.profile_cpu,
+                       memory=self.profile_memory, disk=self.profile_disk, net=self.profile_net, load=False,
+                       process=self.profile_process, gpu=self.profile_gpu, capacity=capacity, backend=self.backend)
+
+    def init(self, state: Any, logger: Any) -> None:
+        """Build and start the sampler and the fallback drain thread.
+
+        Raises:
+            RuntimeError: ``state.profiler`` is ``None``.
+        """
+        del logger
+        if state.profiler is None:
+            raise RuntimeError(f"The profiler is not enabled, which is required to use the {type(self).__name__}. "
+                               "To enable it, pass `profiler=Profiler(...)` (composer.profiler.Profiler or "
+                               "sysprof.Profiler) to the Trainer.")
+        self._shutdown()  # reused after an earlier run
+        self._state = state
+        self._log = _RecordingLog()
+        self._cuda_device = None
+        self._note_cuda_device()
+        if not (self.profile_cpu or self.profile_memory or self.profile_disk or self.profile_net
+                or self.profile_gpu or self.profile_process):
+            return
+        sampler = self._make_sampler()
+        channels = tuple(sampler.channels)
+        for source, why in dict(sampler.errors).items():  # "unavailable" only for a source without channels
+            log.warning("sysprof SystemProfiler: source %r%s: %s", source,
+                        "" if source_available(source, channels) else " unavailable", why)
+        self._plan = counter_plan(channels, self.rates)
+        self._series = None  # CounterRows series, built from the plan at the first emit
+        self.sampler = sampler
+        self._observe(state)
+        sampler.start()
+        self._last_drain = time.monotonic()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._drain_loop, name="sysprof-drain", daemon=True)
+        self._thread.start()
+
+    def run_event(self, event: Any, state: Any, logger: Any) -> None:
+        """Observe the profiler action at every event, drain when due, then dispatch the event."""
+        if self.sampler is not None and state.profiler is not None:
+            if self._cuda_device is None:
+                self._note_cuda_device()
+            previous = self._last_action
+            self._observe(state)
+            if (time.monotonic() - self._last_drain >= self.drain_interval_seconds
+                    or (previous == "active_and_save" and event_name(event) == "batch_end")):
+                self._drain()
+        super().run_event(event, state, logger)
+
+    def close(self, state: Any, logger: Any) -> None:
+        """Stop and join the sampler and the drain thread, then emit every sample still buffered."""
+        del logger
+        if self.sampler is not None and state is not None and getattr(state, "profiler", None) is not None:
+            self._observe(state)
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            thread.join()
+        sampler = self.sampler
+        if sampler is not None:
+            sampler.stop()
+            self._drain()
+            self.sampler = None
+
+    def _note_cuda_device(self) -> None:
+        """Remember the calling (training) thread's current CUDA device once CUDA is initialized (never initializes
+        it): the drain thread's own current device is 0, so allocator statistics are read with this ``device=``."""
+        torch = sys.modules.get("torch") if self.profile_memory else None
+        if torch is not None and torch.cuda.is_initialized():
+            self._cuda_device = torch.cuda.current_device()
+
+    # ------------------------------------------------------------------ sampling -> events
+    def _observe(self, state: Any) -> None:
+        action = current_action(state)
+        with self._lock:
+            self._last_action = action
+            self._log.observe(_now_ns(), action in _RECORDED_ACTIONS, state.timestamp)
+
+    def _drain_loop(self) -> None:
+        period = max(1.0, 4 * self.drain_interval_seconds)
+        while not self._stop.wait(period / 4):
+            if time.monotonic() - self._last_drain >= period:
+                try:
+                    self._drain()
+                except Exception:  # noqa: BLE001 - keep the fallback alive
+                    log.exception("sysprof SystemProfiler: drain failed")
+
+    def _drain(self) -> None:
+        """Drain the sampler and emit the rows sampled while recording (thread-safe)."""
+        with self._lock:
+            self._last_drain = time.monotonic()
+            sampler = self.sampler
+            if sampler is None:
+                return
+            batch = sampler.drain()
+            n = len(batch)
+            self._counts["rows_drained"] += n
+            if n:
+                ts = batch.timestamps_ns
+                mask, step = self._log.classify(ts)
+                if mask.any():
+                    self._emit(ts[mask], batch.values[mask], step[mask])
+                self._log.prune(int(ts[-1]))
+            if self.profile_memory and self._log.recording and self._log.recording[-1]:
+                self._emit_cuda_memory()
+
+    def _handlers(self) -> list:
+        return list(self._state.profiler.trace_handlers)
+
+    def _emit(self, times: np.ndarray, values: np.ndarray, steps: np.ndarray) -> None:
+        plan = self._plan
+        if not plan:
+            return
+        if self._series is None:
+            series, lo = [], 0
+            for name, cats, keys, cols, _, _ in plan:
+                series.append((name, cats, keys, lo, lo + len(cols)))
+                lo += len(cols)
+            self._series = series
+            self._columns = [c for p in plan for c in p[3]]
+            self._muls = np.array([m for p in plan for m in p[4]], dtype=np.float64)
+            self._divs = np.array([d for p in plan for d in p[5]], dtype=np.float64)
+        stamps = self._log.stamps
+        rows = CounterRows(self._series, times, values[:, self._columns] * self._muls / self._divs,
+                           [stamps[i] for i in steps.tolist()])
+        for h in self._handlers():
+            try:
+                bulk = getattr(h, "process_counter_rows", None)
+                if bulk is not None:
+                    bulk(rows)
+                else:  # e.g. Composer's handlers: one call per event
+                    for name, cats, timestamp, t, vals in rows.events():
+                        h.process_counter_event(name=name, categories=cats, timestamp=timestamp,
+                                                wall_clock_time_ns=t, values=vals)
+            except Exception as e:  # noqa: BLE001 - the rest of this batch is skipped for this handler only
+                report_handler_error(h, e, "process_counter_event")
+        self._counts["rows_recorded"] += len(rows)
+
+    def _emit_cuda_memory(self) -> None:
+        torch = sys.modules.get("torch")
+        if torch is None or self._cuda_device is None:  # CUDA not (yet) seen initialized on the training thread
+            return
+        stats = torch.cuda.memory_stats(device=self._cuda_device)
+        t = _now_ns()
+        timestamp = self._log.stamps[-1]
+        handlers = self._handlers()
+        for torch_name, name in CUDA_MEMORY_KEYS.items():
+            if torch_name not in stats:
+                continue
+            value = stats[torch_name] / 1e9 if "bytes" in torch_name else stats[torch_name]
+            for h in handlers:
+                try:
+                    h.process_counter_event(name=f"memory/cuda/{name}", categories=("memory",),
+                                            timestamp=timestamp, wall_clock_time_ns=t, values={name: value})
+                except Exception as e:  # noqa: BLE001
+                    report_handler_error(h, e, "process_counter_event")
+
+    @property
+    def stats(self) -> dict:
+        """Counters: ``rows_drained``, ``rows_recorded`` (rows inside recording windows), plus the sampler's
+        ``stats`` while it runs."""
+        out = dict(self._counts)
+        if self.sampler is not None:
+            out.update(self.sampler.stats)
+        return out

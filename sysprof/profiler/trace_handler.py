@@ -1,0 +1,143 @@
+"""Trace handler base class: receives the profiler's duration, instant and counter events.
+
+Signatures and keyword names are Composer 0.32.1's ``composer.profiler.TraceHandler``: markers call the methods
+with keyword arguments, so a handler written for Composer works here and vice versa.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import warnings
+from typing import Any, Union
+
+from sysprof.profiler.callback import Callback
+from sysprof.trace.chrome import counter_args
+
+__all__ = ["TraceHandler", "CounterRows", "report_handler_error"]
+
+log = logging.getLogger(__name__)
+
+_reported: set = set()
+
+
+def report_handler_error(handler: Any, exc: BaseException, what: str) -> None:
+    """Report an exception raised by ``handler`` while doing ``what``, once per handler object.
+
+    The first failure of each handler is issued as a ``RuntimeWarning`` (and logged with its traceback at ERROR
+    level); later failures of the same handler are logged at DEBUG level only. Callers continue with the other
+    handlers, so one broken custom handler cannot stop sampling or the built-in trace files.
+    """
+    key = id(handler)
+    if key in _reported:
+        log.debug("trace handler %s raised again in %s: %r", type(handler).__name__, what, exc)
+        return
+    _reported.add(key)
+    msg = (f"sysprof: trace handler {type(handler).__name__} raised {type(exc).__name__}: {exc} in {what}; "
+           "the event was skipped for this handler (further errors from it are logged at DEBUG level)")
+    log.error(msg, exc_info=exc)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+class CounterRows:
+    """A batch of counter events sharing their names: one row per sample, one series per trace event name.
+
+    Row ``i`` and series ``(name, categories, keys, lo, hi)`` make the event ``name`` at ``times_ns[i]`` with
+    values ``{keys[k]: values[i, lo + k]}``, non-finite values left out (no event when none is left).
+
+    Attributes:
+        series (list[tuple[str, tuple[str, ...], tuple[str, ...], int, int]]): name, categories, keys, column
+            range ``[lo, hi)``; ``hi - lo == len(keys)``.
+        times_ns (numpy.ndarray): int64 (n,), wall-clock ns since the epoch at which each row was sampled.
+        values (numpy.ndarray): float64 (n, m), in trace units.
+        timestamps (list): (n,) training timestamp current at each row.
+    """
+
+    __slots__ = ("series", "times_ns", "values", "timestamps")
+
+    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list) -> None:
+        self.series = series
+        self.times_ns = times_ns
+        self.values = values
+        self.timestamps = timestamps
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    def row_events(self, i: int, row: Any = None):
+        """Yield ``(name, categories, timestamp, wall_clock_time_ns, values)`` for row ``i`` (``row``: its values as
+        a list, if already converted)."""
+        row = self.values[i].tolist() if row is None else row
+        t = int(self.times_ns[i])
+        timestamp = self.timestamps[i]
+        for name, categories, keys, lo, hi in self.series:
+            values = counter_args(keys, row[lo:hi])
+            if values:
+                yield name, categories, timestamp, t, values
+
+    def events(self):
+        """Yield every event of the batch, row by row, as :meth:`row_events` does."""
+        for i, row in enumerate(self.values.tolist()):
+            yield from self.row_events(i, row)
+
+
+class TraceHandler(Callback):
+    """Base class for trace handlers (also a :class:`~sysprof.profiler.callback.Callback`, so it sees every event).
+
+    Subclasses override any of the four ``process_*`` methods; the defaults ignore the event. All times are
+    wall-clock nanoseconds since the Unix epoch (``time.time_ns()`` or, for system samples, the time the sample was
+    taken); ``timestamp`` is the training-time snapshot (Composer ``Timestamp`` or sysprof ``Timestamp``, with
+    ``.epoch`` and ``.batch`` counters) current when the event happened.
+    """
+
+    def process_duration_event(
+        self,
+        name: str,
+        categories: Union[list, tuple],
+        is_start: bool,
+        timestamp: Any,
+        wall_clock_time_ns: int,
+    ) -> None:
+        """Record the start (``is_start=True``) or the end of a duration event named ``name``.
+
+        For one name, a start is always followed by its end before the next start (no interleaving).
+        """
+        del name, categories, is_start, timestamp, wall_clock_time_ns
+
+    def process_instant_event(
+        self,
+        name: str,
+        categories: Union[list, tuple],
+        timestamp: Any,
+        wall_clock_time_ns: int,
+    ) -> None:
+        """Record an instant event."""
+        del name, categories, timestamp, wall_clock_time_ns
+
+    def process_counter_event(
+        self,
+        name: str,
+        categories: Union[list, tuple],
+        timestamp: Any,
+        wall_clock_time_ns: int,
+        values: dict,
+    ) -> None:
+        """Record counter values (``dict[str, int | float]``) at ``wall_clock_time_ns``.
+
+        The ``values`` dict may be shared with other handlers: do not modify it.
+        """
+        del name, categories, timestamp, wall_clock_time_ns, values
+
+    def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
+        """Record the events of a Chrome trace-event JSON file written by another tool (e.g. torch)."""
+        del filepath
+
+    def process_counter_rows(self, rows: CounterRows) -> None:
+        """sysprof extension: record a batch of system-profiler counter events (see :class:`CounterRows`).
+
+        The default calls :meth:`process_counter_event` once per event; handlers may override it to record the
+        batch faster. Handlers without this method (e.g. Composer's) get the per-event calls.
+        """
+        emit = self.process_counter_event
+        for name, categories, timestamp, t, values in rows.events():
+            emit(name=name, categories=categories, timestamp=timestamp, wall_clock_time_ns=t, values=values)

@@ -1,0 +1,477 @@
+"""psutil backend: the same channels as the native sampler, read through psutil on a Python thread.
+
+Used where the extension is missing or /proc is absent (macOS, Windows, BSD). It holds the GIL
+while it samples, so it is slower and interferes with the main thread; it exists for portability.
+Values psutil does not provide on a platform are NaN. The rules are the native ones (README,
+csrc/source.hpp): ``Counter`` for kernel counters, ``TrailingRate`` for tick-stepped CPU time,
+``_Ticks`` for /proc/stat percents, and ``PsutilSampler._run`` mirrors ``Sampler::run``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+from collections import deque
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import psutil
+
+from sysprof import forks
+
+NAN = math.nan
+CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+# psutil reports Linux's 512-byte sectors as bytes; the counter (and its 32-bit wrap) is in sectors.
+SECTOR = 512 if sys.platform.startswith("linux") else 1
+# (channel field, psutil attribute, psutil units per kernel unit, channel units per kernel unit)
+DISK_FIELDS = (("read_bytes", "read_bytes", SECTOR, SECTOR), ("write_bytes", "write_bytes", SECTOR, SECTOR),
+               ("read_count", "read_count", 1, 1), ("write_count", "write_count", 1, 1),
+               ("busy_time_seconds", "busy_time", 1, 1e-3), ("read_time_seconds", "read_time", 1, 1e-3),
+               ("write_time_seconds", "write_time", 1, 1e-3))
+DISK_RATES = ("read_bytes", "write_bytes", "read_count", "write_count", "busy_time_seconds")
+NET_FIELDS = (("bytes_recv", "bytes_recv", 1, 1), ("bytes_sent", "bytes_sent", 1, 1),
+              ("packets_recv", "packets_recv", 1, 1), ("packets_sent", "packets_sent", 1, 1),
+              ("errors_in", "errin", 1, 1), ("errors_out", "errout", 1, 1),
+              ("drops_in", "dropin", 1, 1), ("drops_out", "dropout", 1, 1))
+NET_RATES = ("bytes_recv", "bytes_sent", "packets_recv", "packets_sent")
+# Utilisation: io_ticks advance in whole jiffies, so a short window can over-count; capped at 1.
+RATE_CAPS = {"busy_time_seconds": 1.0}
+MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_bytes",
+                   "memory/free_bytes", "memory/buffers_bytes", "memory/cached_bytes",
+                   "memory/dirty_bytes", "memory/writeback_bytes", "memory/used_percent",
+                   "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
+
+
+class Counter:
+    """A monotonically increasing kernel counter, as csrc/source.hpp's ``Counter``: a decrease from
+    below 2**32 is a 32-bit wrap and is unwrapped (the total stays monotonic); any other decrease is
+    a reset and gives a delta of 0."""
+
+    WRAP = 1 << 32
+
+    def __init__(self) -> None:
+        self.prev: Optional[int] = None  # None: no baseline (first read, or the device went away)
+        self.offset = 0  # added by unwrapping
+
+    def update(self, raw: int) -> int:
+        """The delta since the previous update (0 on the first one)."""
+        prev, self.prev = self.prev, raw
+        if prev is None:
+            return 0
+        if raw >= prev:
+            return raw - prev
+        if prev < self.WRAP:
+            self.offset += self.WRAP
+            return raw + self.WRAP - prev
+        return 0
+
+    @property
+    def total(self) -> int:
+        return self.prev + self.offset
+
+
+class TrailingRate:
+    """Per-second rate of a cumulative time counter that advances in scheduler-tick steps, as
+    csrc/source.hpp's ``TrailingRate``: over the trailing ``WINDOW_NS`` (or the last interval when
+    that is longer), NaN until the history spans the window."""
+
+    WINDOW_NS = 20_000_000
+    HIST = 256  # spans the window down to ~80 us intervals
+
+    def __init__(self) -> None:
+        self.hist: deque = deque(maxlen=self.HIST)  # (mono_ns, value), oldest first
+
+    def update(self, mono_ns: int, value: int) -> float:
+        then = next((r for r in reversed(self.hist) if mono_ns - r[0] >= self.WINDOW_NS), None)
+        if then is None and len(self.hist) == self.HIST:
+            then = self.hist[0]  # history shorter than the window: use it all
+        out = NAN
+        if then is not None and mono_ns > then[0]:
+            out = max(0, value - then[1]) * 1e9 / (mono_ns - then[0])
+        self.hist.append((mono_ns, value))
+        return out
+
+
+class _Ticks:
+    """/proc/stat percents from tick deltas, as csrc/source_cpu.cpp's ``TickState``: a field that goes
+    backwards contributes 0 and is re-based; with no tick elapsed the previous percents are repeated;
+    NaN before the first."""
+
+    def __init__(self) -> None:
+        self.prev: Optional[List[float]] = None
+        self.last = [NAN] * (len(CPU_MODES) + 1)
+
+    def update(self, now: Optional[Sequence[float]]) -> List[float]:
+        if now is None:  # offline: re-prime when it comes back
+            self.prev, self.last = None, [NAN] * (len(CPU_MODES) + 1)
+            return self.last
+        if self.prev is None:
+            self.prev = list(now)
+            return self.last
+        d = [n - p if n >= p else 0.0 for n, p in zip(now, self.prev)]
+        self.prev = [min(n, p) for n, p in zip(now, self.prev)]  # re-base backwards fields
+        total = sum(d)
+        if total > 0:
+            busy = total - d[3] - d[4]
+            self.last = [100.0 * busy / total] + [100.0 * x / total for x in d]
+            self.prev = list(now)
+        return self.last
+
+
+def _cpus_of(proc) -> int:
+    """The CPUs a process can run on (its affinity where psutil has it), else the online CPUs; at
+    least 1. As csrc's online_cpus, they bound percent-of-one-core channels."""
+    n = psutil.cpu_count() or 1
+    try:
+        if proc is not None and hasattr(proc, "cpu_affinity"):
+            n = min(n, len(proc.cpu_affinity()) or n)
+    except (psutil.Error, OSError):
+        pass
+    return max(1, n)
+
+
+def _cpu_tuple(t) -> List[float]:
+    return [float(getattr(t, m, 0.0)) for m in CPU_MODES]
+
+
+class _CounterDevice:
+    """Totals and per-second rates of one device's counters (native ``CounterDevice``)."""
+
+    def __init__(self, fields: Sequence[Tuple[str, str, int, float]], rates: Sequence[str]) -> None:
+        self.fields, self.rates = fields, [i for i, f in enumerate(fields) if f[0] in rates]
+        self.counters = [Counter() for _ in fields]
+        self.last_ns: Optional[int] = None
+
+    def row(self, now, t_ns: int) -> List[float]:
+        if now is None:  # gone: re-primed when it returns
+            self.last_ns = None
+            for c in self.counters:
+                c.prev = None
+            return [NAN] * (len(self.fields) + len(self.rates))
+        dt = (t_ns - self.last_ns) / 1e9 if self.last_ns is not None else 0.0
+        self.last_ns = t_ns
+        totals, deltas = [], []
+        for (name, attr, div, scale), c in zip(self.fields, self.counters):
+            raw = getattr(now, attr, None)
+            if raw is None:  # not provided on this platform
+                totals.append(NAN)
+                deltas.append(NAN)
+                continue
+            deltas.append(c.update(int(raw) // div) * scale)
+            totals.append(c.total * scale)
+        out = totals
+        for i in self.rates:
+            r = deltas[i] / dt if dt > 0 else NAN
+            out.append(min(r, RATE_CAPS.get(self.fields[i][0], math.inf)))
+        return out
+
+
+class PsutilSampler:
+    """Implements the interface sysprof.Sampler expects of a backend (see sampler.py)."""
+
+    def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
+                 cpu: bool, per_cpu: bool, memory: bool, disk: bool, net: bool, load: bool,
+                 process: bool, gpu: bool, pressure: bool = False, cgroup: bool = False,
+                 process_tree: bool = False) -> None:
+        self.interval = interval
+        self.errors: Dict[str, str] = {}
+        for name, enabled in (("pressure", pressure), ("cgroup", cgroup)):
+            if enabled:  # psutil has no PSI or cgroup API; the native sampler reads those files
+                self.errors[name] = "only on the native backend"
+        self._sources = [(name, build) for name, enabled, build in (
+            ("cpu", cpu, lambda: self._cpu(per_cpu)), ("memory", memory, self._memory),
+            ("disk", disk, lambda: self._disk(sys_root)), ("net", net, self._net),
+            ("load", load, self._load), ("process", process, lambda: self._process(pid)),
+            ("process_tree", process_tree, lambda: self._process_tree(pid)), ("gpu", gpu, self._gpu))
+            if enabled]
+        self._gpu_state = None  # gpu_pynvml.NvmlState, shared by both readers
+        self._readers = self._open_readers()
+        self.channels: List[str] = [c for _, names, _ in self._readers for c in names]
+        self._sync = self._open_readers()  # sample() keeps its own baselines
+        self.devices: List[Dict[str, object]] = []
+        if self._gpu_state is not None:
+            self.devices = list(self._gpu_state.devices)
+            # Notes (refused metrics, lost devices) are reported from now on; during the opening
+            # above an entry in errors would have kept the second reader from opening.
+            self._gpu_state.report = lambda msg: self.errors.__setitem__("gpu", msg)
+            self._gpu_state.flush()
+        width = len(self.channels)
+        self._ts = np.zeros(capacity, dtype=np.int64)
+        self._values = np.zeros((capacity, width), dtype=np.float64)
+        self._capacity = capacity
+        self._head = self._tail = self._dropped = self._missed = 0
+        self._costs: List[int] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """The sampling thread is not in a forked child and may have held the lock: start over unlocked."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _open_readers(self):
+        """(name, channel names, read function) per usable source; a failing one is left out."""
+        readers = []
+        for name, build in self._sources:
+            if name in self.errors:
+                continue
+            try:
+                names, fn = build()
+                fn(time.monotonic_ns())  # primes baselines and proves the source works here
+            except Exception as exc:  # noqa: BLE001 - any failure disables this source only
+                self.errors[name] = f"psutil: {type(exc).__name__}: {exc}"
+                continue
+            readers.append((name, names, fn))
+        return readers
+
+    # -- sources: each returns (channel names, read(mono_ns) -> values) --------------------------
+    def _cpu(self, per_cpu: bool):
+        names = ["cpu/percent"] + [f"cpu/{m}_percent" for m in CPU_MODES]
+        total = _Ticks()
+        n = len(psutil.cpu_times(percpu=True)) if per_cpu else 0
+        per = [_Ticks() for _ in range(n)]
+        names += [f"cpu/{i}/percent" for i in range(n)]
+
+        def read(_t: int) -> List[float]:
+            out = list(total.update(_cpu_tuple(psutil.cpu_times())))
+            if n:
+                times = psutil.cpu_times(percpu=True)
+                for i, st in enumerate(per):
+                    out.append(st.update(_cpu_tuple(times[i]) if i < len(times) else None)[0])
+            return out
+        return names, read
+
+    def _memory(self):
+        def read(_t: int) -> List[float]:
+            vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+            # as csrc/source_meminfo.cpp: free and available at most the total (wrapped negatives)
+            total, swap_total = float(vm.total), float(sw.total)
+            avail, free = min(float(vm.available), total), min(float(vm.free), total)
+            swap_free = min(float(sw.free), swap_total)
+            used = total - avail
+            return [total, avail, used, free,
+                    float(getattr(vm, "buffers", NAN)), float(getattr(vm, "cached", NAN)),
+                    NAN, NAN, 100.0 * used / total if total else NAN,
+                    swap_total, swap_total - swap_free, swap_free]
+        return list(MEMORY_CHANNELS), read
+
+    def _disk(self, sys_root: str):
+        block = os.path.join(sys_root, "block")
+        # Whole disks only, as the native source: names listed in /sys/block (where there is one).
+        keep = ((lambda d: os.path.exists(os.path.join(block, d.replace("/", "!"))))
+                if os.path.isdir(block) else (lambda d: True))
+        return self._devices("disk", lambda: psutil.disk_io_counters(perdisk=True, nowrap=False),
+                             keep, DISK_FIELDS, DISK_RATES)
+
+    def _net(self):
+        return self._devices("net", lambda: psutil.net_io_counters(pernic=True, nowrap=False),
+                             lambda n: True, NET_FIELDS, NET_RATES)
+
+    @staticmethod
+    def _devices(kind: str, read_all, keep, fields, rates):
+        """Per-device raw counters (``Counter`` rules) in the kernel's listing order (psutil keeps it)."""
+        state = {d: _CounterDevice(fields, rates) for d in (read_all() or {}) if keep(d)}
+        names = [f"{kind}/{d}/{f}" for d in state
+                 for f in [f[0] for f in fields] + [r + "_per_second" for r in rates]]
+
+        def read(t: int) -> List[float]:
+            now = read_all() or {}
+            out: List[float] = []
+            for d, dev in state.items():
+                out += dev.row(now.get(d), t)
+            return out
+        return names, read
+
+    def _load(self):
+        def read(_t: int) -> List[float]:
+            one, five, fifteen = psutil.getloadavg()
+            return [one, five, fifteen, NAN, NAN]
+        return ["load/1m", "load/5m", "load/15m", "load/procs_running", "load/procs_total"], read
+
+    def _process(self, pid: Optional[int]):
+        proc = psutil.Process(pid)
+        # This process: its CPU-time clock (ns over all threads), as the native source on the live
+        # /proc; another one: psutil's utime+stime, whole ticks, which TrailingRate smooths.
+        own = pid is None or pid == os.getpid()
+        rate = TrailingRate()
+        cap = 100.0 * _cpus_of(proc)  # percent of one core: at most what its CPUs can run
+
+        def read(_t: int) -> List[float]:
+            try:
+                with proc.oneshot():
+                    mem, threads = proc.memory_info(), proc.num_threads()
+                gone = mem.vms == 0  # exiting: the memory map is dropped before it turns zombie
+            except psutil.NoSuchProcess:  # ZombieProcess included
+                gone = True
+            if own:
+                cpu_ns = time.process_time_ns()
+            else:
+                try:  # a reaped process raises NoSuchProcess: the row reads NaN, named in errors
+                    ct = proc.cpu_times()
+                    cpu_ns = round((ct.user + ct.system) * 1e9)
+                except psutil.ZombieProcess:
+                    cpu_ns = None
+            if cpu_ns is None:
+                return [NAN] * 5
+            pct = min(rate.update(time.monotonic_ns(), cpu_ns) / 1e7, cap)  # paired with the CPU reading
+            if gone:
+                return [NAN, NAN, NAN, cpu_ns / 1e9, NAN]
+            return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
+        return ["process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
+                "process/cpu_seconds_total", "process/num_threads"], read
+
+    TREE_MAX = 256  # members, as csrc/source_process_tree.cpp
+    TREE_DISCOVER_NS = 100_000_000
+
+    def _process_tree(self, pid: Optional[int]):
+        """The process and its descendants, summed, as csrc/source_process_tree.cpp: members re-found at
+        most every 100 ms, CPU time summed as per-member deltas (a member that exits takes nothing away
+        from the rate; its first reading is only a baseline)."""
+        root = psutil.Process(pid)
+        rate = TrailingRate()
+        cap = 100.0 * _cpus_of(None)  # members may each have their own affinity: the online CPUs
+        st = {"members": {}, "next": 0, "acc": 0}  # members: pid -> [psutil.Process, last cpu ns or None]
+
+        def discover(now: int) -> None:
+            st["next"] = now + self.TREE_DISCOVER_NS
+            try:
+                kids = root.children(recursive=True)
+            except psutil.NoSuchProcess:
+                kids = []
+            if len(kids) >= self.TREE_MAX:
+                self.errors["process_tree"] = (f"process tree of {root.pid} has more than {self.TREE_MAX} processes; "
+                                               f"only the first {self.TREE_MAX} are summed")
+            old, members = st["members"], {}
+            for p in [root] + kids[:self.TREE_MAX - 1]:
+                m = old.get(p.pid)
+                members[p.pid] = m if m is not None and m[0] == p else [p, None]  # == : same pid and start time
+            st["members"] = members
+
+        def read(_t: int) -> List[float]:
+            if time.monotonic_ns() >= st["next"]:
+                discover(time.monotonic_ns())
+            n = threads = rss = total = 0
+            root_live = False
+            members = st["members"]
+            for mpid, m in list(members.items()):
+                p = m[0]
+                try:
+                    with p.oneshot():
+                        status, mem, nth, ct = p.status(), p.memory_info(), p.num_threads(), p.cpu_times()
+                except psutil.NoSuchProcess:  # reaped: gone until a discovery finds it again
+                    del members[mpid]
+                    continue
+                if status == psutil.STATUS_ZOMBIE or mem.vms == 0:
+                    continue
+                cpu_ns = round((ct.user + ct.system) * 1e9)
+                if m[1] is not None and cpu_ns > m[1]:
+                    st["acc"] += cpu_ns - m[1]
+                m[1] = cpu_ns
+                n += 1
+                threads += nth
+                rss += mem.rss
+                total += cpu_ns
+                root_live = root_live or mpid == root.pid
+            pct = min(rate.update(time.monotonic_ns(), st["acc"]) / 1e7, cap)
+            if not root_live:
+                return [NAN] * 5
+            return [float(n), float(rss), pct, total / 1e9, float(threads)]
+        return ["process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
+                "process_tree/cpu_seconds_total", "process_tree/num_threads"], read
+
+    def _gpu(self):
+        from .nvml import open_gpu
+        self._gpu_state, names, read = open_gpu(self._gpu_state)
+        return list(names), lambda t: read(t / 1e9)  # gpu_pynvml takes seconds
+
+    # -- sampling -----------------------------------------------------------------------------
+    def _row(self, readers, t: int) -> np.ndarray:
+        out: List[float] = []
+        for name, names, fn in readers:
+            try:
+                out += fn(t)
+            except Exception as exc:  # noqa: BLE001 - a failing source reads NaN, others go on
+                self.errors[name] = f"psutil: {type(exc).__name__}: {exc}"
+                out += [NAN] * len(names)
+        return np.asarray(out, dtype=np.float64)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="sysprof-psutil", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        """csrc/sampler.cpp's ``Sampler::run``: a row at start (rates since construction or the
+        previous stop), rows on absolute deadlines (a missed one is skipped and counted, never made
+        up), and a last row at stop unless one was taken within min(interval / 2, 1 ms)."""
+        interval = max(1, int(round(self.interval * 1e9)))
+        next_ns, last = time.monotonic_ns(), None
+        while True:
+            stopping = self._stop.wait(max(0.0, (next_ns - time.monotonic_ns()) / 1e9))
+            t0 = time.monotonic_ns()
+            if stopping and last is not None and t0 - last < min(interval // 2, 1_000_000):
+                break  # a row just taken
+            wall = time.time_ns()
+            row = self._row(self._readers, t0)
+            with self._lock:
+                if self._head - self._tail >= self._capacity:
+                    self._dropped += 1
+                else:
+                    i = self._head % self._capacity
+                    self._ts[i], self._values[i] = wall, row
+                    self._head += 1
+            t1 = time.monotonic_ns()
+            self._costs.append(t1 - t0)
+            if len(self._costs) > 100000:
+                del self._costs[:50000]
+            last = t0
+            if stopping:
+                break
+            next_ns += interval
+            if t1 >= next_ns:  # overran: skip the passed deadlines, no burst
+                skipped = (t1 - next_ns) // interval + 1
+                self._missed += skipped
+                next_ns += skipped * interval
+
+    def sample(self) -> Tuple[int, np.ndarray]:
+        wall = time.time_ns()
+        return wall, self._row(self._sync, time.monotonic_ns())
+
+    def drain(self, max_rows: int) -> Tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            n = self._head - self._tail
+            if max_rows >= 0:
+                n = min(n, max_rows)
+            idx = (np.arange(self._tail, self._tail + n) % self._capacity)
+            ts, values = self._ts[idx].copy(), self._values[idx].copy()
+            self._tail += n
+        return ts, values
+
+    @property
+    def stats(self) -> Dict[str, float]:
+        with self._lock:
+            head, tail, dropped = self._head, self._tail, self._dropped
+        # Plain Python, not numpy's percentile: numpy's partition releases the GIL inside C++ code, which
+        # aborts the process when a daemon thread is there as the interpreter exits.
+        costs = sorted(self._costs[-10000:])
+        n = len(costs)
+        return {"taken": head + dropped, "dropped": dropped, "drained": tail,
+                "buffered": head - tail, "missed_deadlines": self._missed,
+                "sample_ns_mean": sum(costs) / n if n else NAN,
+                "sample_ns_p99": float(costs[max(0, math.ceil(0.99 * n) - 1)]) if n else NAN,  # nearest rank
+                "sample_ns_max": float(costs[-1]) if n else NAN}

@@ -1,0 +1,294 @@
+"""The registry: the one list of sysprof's sources and their channels.
+
+Each source is declared once, here: its name (the key of ``Sampler.errors`` and the ``Sampler`` keyword),
+its CLI flag and help, the file it reads, its options, and its channels with unit, kind, a one-line
+description and the kernel or NVML field each comes from. ``Sampler``'s keywords, the CLI's source flags,
+``sysprof info``, ``SystemProfiler``'s switches, the units written into traces and the README's channel
+table (a test compares them) are all read from it. The native extension registers one factory per
+source under the same name (``SYSPROF_SOURCE`` in ``csrc/sources/``); a test checks the two agree.
+
+A channel pattern names its per-device part in angle brackets: ``disk/<dev>/read_bytes``.
+
+Kinds (what a value is, so consumers know how to sum it over time):
+  ``gauge``      a level at the sampled instant (bytes in use, a percent, a temperature);
+  ``counter``    a cumulative total that only grows (a decrease is a reset, read as 0 change);
+  ``counter32``  a counter the kernel keeps in 32 bits, unwrapped by sysprof (diskstats, net/dev);
+  ``ticks``      a cumulative time counter the kernel advances in scheduler-tick steps;
+  ``rate``       the per-second rate of a counter between two samples (``*_per_second``).
+Units are display symbols of the Prometheus base units in the names: ``B``, ``B/s``, ``%``, ``s``,
+``s/s`` (a share of wall time, 0-1), ``W``, ``J``, ``°C``, ``Hz``, ``/s`` (events per second), ``""`` (a count).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Dict, Iterable, Optional, Tuple
+
+__all__ = ["ChannelSpec", "OptionSpec", "SourceSpec", "SOURCES", "DEFAULT_SOURCES", "channel_spec", "unit_of",
+           "source_of", "source_available"]
+
+KINDS = ("gauge", "counter", "counter32", "ticks", "rate")
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """One channel (or one per device): ``pattern`` as ``disk/<dev>/read_bytes``."""
+
+    pattern: str
+    unit: str
+    kind: str
+    help: str
+    field: str  # the kernel's (or NVML's) field it comes from
+
+    @property
+    def regex(self) -> "re.Pattern[str]":
+        return _compile(self.pattern)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """A boolean option of a source (``per_cpu`` of ``cpu``): a Sampler keyword and a CLI flag of its own."""
+
+    name: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    name: str
+    help: str
+    file: str  # what it reads, for --help, `sysprof info` and the README
+    channels: Tuple[ChannelSpec, ...]
+    default: bool = False  # on in Sampler() and in `sysprof record` with no source flag
+    follows_pid: bool = False  # reads the process given by pid (default: this one)
+    options: Tuple[OptionSpec, ...] = field(default=())
+    portable: bool = True  # the psutil/pynvml backend has a reader for it
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def prefixes(self) -> Tuple[str, ...]:
+        """First path components of its channels, with the slash: ``("memory/", "swap/")``."""
+        out = []
+        for c in self.channels:
+            p = c.pattern.split("/", 1)[0] + "/"
+            if p not in out:
+                out.append(p)
+        return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _compile(pattern: str) -> "re.Pattern[str]":
+    parts = re.split(r"(<[a-z]+>)", pattern)
+    return re.compile("".join("[^/]+" if p.startswith("<") else re.escape(p) for p in parts))
+
+
+def _ch(pattern: str, unit: str, kind: str, help: str, field: str) -> ChannelSpec:
+    assert kind in KINDS, kind
+    return ChannelSpec(pattern, unit, kind, help, field)
+
+
+def _expand(template: str, names: Iterable[str]) -> Iterable[str]:
+    return (template.replace("{}", n) for n in names)
+
+
+_CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+_DISK_COUNTERS = (("read_bytes", "B", "bytes read (sectors read x 512)", "sectors read"),
+                  ("write_bytes", "B", "bytes written (sectors written x 512)", "sectors written"),
+                  ("read_count", "", "reads completed", "reads completed successfully"),
+                  ("write_count", "", "writes completed", "writes completed"),
+                  ("busy_time_seconds", "s", "time the device had I/O in flight", "time spent doing I/Os (io_ticks)"),
+                  ("read_time_seconds", "s", "time reads spent waiting", "time spent reading"),
+                  ("write_time_seconds", "s", "time writes spent waiting", "time spent writing"))
+_DISK_RATES = ("read_bytes", "write_bytes", "read_count", "write_count", "busy_time_seconds")
+_NET_COUNTERS = (("bytes_recv", "B", "Receive bytes"), ("bytes_sent", "B", "Transmit bytes"),
+                 ("packets_recv", "", "Receive packets"), ("packets_sent", "", "Transmit packets"),
+                 ("errors_in", "", "Receive errs"), ("errors_out", "", "Transmit errs"),
+                 ("drops_in", "", "Receive drop"), ("drops_out", "", "Transmit drop"))
+_NET_RATES = ("bytes_recv", "bytes_sent", "packets_recv", "packets_sent")
+_PSI_RESOURCES = ("cpu", "memory", "io")
+
+
+def _rate_unit(unit: str) -> str:
+    return f"{unit}/s" if unit else "/s"
+
+
+def _cpu() -> Tuple[ChannelSpec, ...]:
+    out = [_ch("cpu/percent", "%", "gauge", "busy share of all CPUs: 100 x (total - idle - iowait) / total ticks",
+               "/proc/stat cpu line")]
+    out += [_ch(f"cpu/{m}_percent", "%", "gauge", f"share of CPU ticks in {m}", f"/proc/stat cpu {m}")
+            for m in _CPU_MODES]
+    out.append(_ch("cpu/<id>/percent", "%", "gauge", "busy share of one CPU (per_cpu; NaN while offline)",
+                   "/proc/stat cpuN line"))
+    return tuple(out)
+
+
+def _memory() -> Tuple[ChannelSpec, ...]:
+    rows = (("memory/total_bytes", "MemTotal"), ("memory/available_bytes", "MemAvailable"),
+            ("memory/used_bytes", "MemTotal - MemAvailable"), ("memory/free_bytes", "MemFree"),
+            ("memory/buffers_bytes", "Buffers"), ("memory/cached_bytes", "Cached"), ("memory/dirty_bytes", "Dirty"),
+            ("memory/writeback_bytes", "Writeback"))
+    out = [_ch(p, "B", "gauge", f"{f}, in bytes", f) for p, f in rows]
+    out.append(_ch("memory/used_percent", "%", "gauge", "100 x used / total", "MemTotal, MemAvailable"))
+    out += [_ch("swap/total_bytes", "B", "gauge", "SwapTotal, in bytes", "SwapTotal"),
+            _ch("swap/used_bytes", "B", "gauge", "SwapTotal - SwapFree, in bytes", "SwapTotal - SwapFree"),
+            _ch("swap/free_bytes", "B", "gauge", "SwapFree, in bytes", "SwapFree")]
+    return tuple(out)
+
+
+def _disk() -> Tuple[ChannelSpec, ...]:
+    out = [_ch(f"disk/<dev>/{n}", u, "counter32", f"{h}, total since boot", f) for n, u, h, f in _DISK_COUNTERS]
+    out += [_ch(f"disk/<dev>/{n}_per_second", _rate_unit(u), "rate",
+                "utilisation (0-1)" if n == "busy_time_seconds" else f"{h}, per second", f)
+            for n, u, h, f in _DISK_COUNTERS if n in _DISK_RATES]
+    return tuple(out)
+
+
+def _net() -> Tuple[ChannelSpec, ...]:
+    out = [_ch(f"net/<nic>/{n}", u, "counter32", f"{f}, total", f) for n, u, f in _NET_COUNTERS]
+    out += [_ch(f"net/<nic>/{n}_per_second", _rate_unit(u), "rate", f"{f}, per second", f)
+            for n, u, f in _NET_COUNTERS if n in _NET_RATES]
+    return tuple(out)
+
+
+def _process(prefix: str, what: str, tree: bool) -> Tuple[ChannelSpec, ...]:
+    stat = "/proc/<pid>/stat of each member" if tree else "/proc/<pid>/stat"
+    out = [_ch(f"{prefix}/num_processes", "", "gauge", "processes followed (the root and its descendants)",
+               "task/<tid>/children")] if tree else []
+    out += [_ch(f"{prefix}/rss_bytes", "B", "gauge", f"resident set size of {what}", f"{stat} rss x page size"),
+            _ch(f"{prefix}/vms_bytes", "B", "gauge", f"virtual memory size of {what}", f"{stat} vsize")
+            ][: 1 if tree else 2]
+    out += [_ch(f"{prefix}/cpu_percent", "%", "gauge",
+                f"CPU of {what}, percent of one core over the trailing max(interval, 20 ms)", f"{stat} utime+stime"),
+            _ch(f"{prefix}/cpu_seconds_total", "s", "ticks", f"CPU time of {what}", f"{stat} utime+stime"),
+            _ch(f"{prefix}/num_threads", "", "gauge", f"threads of {what}", f"{stat} num_threads")]
+    return tuple(out)
+
+
+def _pressure() -> Tuple[ChannelSpec, ...]:
+    out = []
+    for r in _PSI_RESOURCES:
+        for kind in ("some", "full"):
+            line = f"/proc/pressure/{r} {kind}"
+            out += [_ch(f"pressure/{r}/{kind}_{a}_percent", "%", "gauge", f"kernel's {a} stall average", f"{line} {a}")
+                    for a in ("avg10", "avg60", "avg300")]
+            out += [_ch(f"pressure/{r}/{kind}_seconds_total", "s", "ticks", "stall time", f"{line} total (us)"),
+                    _ch(f"pressure/{r}/{kind}_seconds_per_second", "s/s", "rate",
+                        "share of wall time stalled (0-1), over the trailing max(interval, 20 ms)", f"{line} total")]
+    return tuple(out)
+
+
+def _cgroup() -> Tuple[ChannelSpec, ...]:
+    return (
+        _ch("cgroup/memory_current_bytes", "B", "gauge", "memory in use by the cgroup", "memory.current"),
+        _ch("cgroup/memory_max_bytes", "B", "gauge", "memory limit (+inf: max)", "memory.max"),
+        _ch("cgroup/memory_anon_bytes", "B", "gauge", "anonymous memory", "memory.stat anon"),
+        _ch("cgroup/memory_file_bytes", "B", "gauge", "page cache", "memory.stat file"),
+        _ch("cgroup/cpu_usage_seconds_total", "s", "ticks", "CPU time", "cpu.stat usage_usec"),
+        _ch("cgroup/cpu_user_seconds_total", "s", "ticks", "user CPU time", "cpu.stat user_usec"),
+        _ch("cgroup/cpu_system_seconds_total", "s", "ticks", "system CPU time", "cpu.stat system_usec"),
+        _ch("cgroup/cpu_percent", "%", "gauge", "CPU, percent of one core over the trailing max(interval, 20 ms)",
+            "cpu.stat usage_usec"),
+        _ch("cgroup/cpu_throttled_seconds_total", "s", "counter", "time throttled", "cpu.stat throttled_usec"),
+        _ch("cgroup/cpu_throttled_periods_total", "", "counter", "periods throttled", "cpu.stat nr_throttled"),
+        _ch("cgroup/cpu_periods_total", "", "counter", "enforcement periods", "cpu.stat nr_periods"),
+        _ch("cgroup/cpu_limit_cores", "", "gauge", "quota / period (+inf: max)", "cpu.max"),
+        _ch("cgroup/io_read_bytes", "B", "counter", "bytes read, summed over devices", "io.stat rbytes"),
+        _ch("cgroup/io_write_bytes", "B", "counter", "bytes written, summed over devices", "io.stat wbytes"),
+        _ch("cgroup/io_read_bytes_per_second", "B/s", "rate", "bytes read per second", "io.stat rbytes"),
+        _ch("cgroup/io_write_bytes_per_second", "B/s", "rate", "bytes written per second", "io.stat wbytes"),
+    )
+
+
+def _gpu() -> Tuple[ChannelSpec, ...]:
+    rows = (
+        ("utilization_percent", "%", "gauge", "time a kernel ran, over NVML's last 1/6-1 s", "nvmlDeviceGetUtilizationRates gpu"),
+        ("memory_utilization_percent", "%", "gauge", "time memory was read or written", "nvmlDeviceGetUtilizationRates memory"),
+        ("memory_used_bytes", "B", "gauge", "device memory used", "nvmlDeviceGetMemoryInfo used"),
+        ("memory_total_bytes", "B", "gauge", "device memory", "nvmlDeviceGetMemoryInfo total"),
+        ("memory_free_bytes", "B", "gauge", "device memory free", "nvmlDeviceGetMemoryInfo free"),
+        ("memory_reserved_bytes", "B", "gauge", "device memory reserved by the driver", "nvmlDeviceGetMemoryInfo_v2 reserved"),
+        ("power_watts", "W", "gauge", "power draw (instant where supported)", "NVML_FI_DEV_POWER_INSTANT"),
+        ("energy_joules", "J", "counter", "energy since the driver loaded", "nvmlDeviceGetTotalEnergyConsumption"),
+        ("energy_power_watts", "W", "gauge", "power from the energy counter's last two changes",
+         "nvmlDeviceGetTotalEnergyConsumption"),
+        ("temperature_celsius", "\u00b0C", "gauge", "GPU temperature", "nvmlDeviceGetTemperature"),
+        ("sm_clock_hz", "Hz", "gauge", "SM clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)"),
+        ("memory_clock_hz", "Hz", "gauge", "memory clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)"),
+        ("pcie_tx_bytes_per_second", "B/s", "rate", "PCIe bytes sent", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES"),
+        ("pcie_rx_bytes_per_second", "B/s", "rate", "PCIe bytes received", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES"),
+        ("nvlink_tx_bytes_per_second", "B/s", "rate", "NVLink bytes sent, all links",
+         "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"),
+        ("nvlink_rx_bytes_per_second", "B/s", "rate", "NVLink bytes received, all links",
+         "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"),
+    )
+    return tuple(_ch(f"gpu/<index>/{n}", u, k, h, f) for n, u, k, h, f in rows)
+
+
+#: every source, in channel order (the order of the sampler's row)
+SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
+    SourceSpec("cpu", "CPU utilisation by mode", "/proc/stat", _cpu(), default=True,
+               options=(OptionSpec("per_cpu", "also per-CPU utilisation"),)),
+    SourceSpec("memory", "memory and swap", "/proc/meminfo", _memory(), default=True),
+    SourceSpec("disk", "per-disk I/O", "/proc/diskstats", _disk(), default=True),
+    SourceSpec("net", "per-interface network I/O", "/proc/net/dev", _net(), default=True),
+    SourceSpec("load", "load average", "/proc/loadavg", (
+        _ch("load/1m", "", "gauge", "load average over 1 minute", "loadavg field 1"),
+        _ch("load/5m", "", "gauge", "load average over 5 minutes", "loadavg field 2"),
+        _ch("load/15m", "", "gauge", "load average over 15 minutes", "loadavg field 3"),
+        _ch("load/procs_running", "", "gauge", "runnable scheduling entities", "loadavg field 4 (before /)"),
+        _ch("load/procs_total", "", "gauge", "scheduling entities that exist", "loadavg field 4 (after /)"))),
+    SourceSpec("process", "the followed process (RSS, CPU, threads)", "/proc/<pid>/stat",
+               _process("process", "the process", tree=False), follows_pid=True),
+    SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed",
+               "/proc/<pid>/task/<tid>/children, /proc/<pid>/stat", _process("process_tree", "the members", tree=True),
+               follows_pid=True),
+    SourceSpec("pressure", "pressure stall information", "/proc/pressure/{cpu,memory,io}", _pressure(),
+               portable=False),
+    SourceSpec("cgroup", "memory, CPU and I/O of the process's cgroup v2", "/sys/fs/cgroup/<path>/", _cgroup(),
+               follows_pid=True, portable=False),
+    SourceSpec("gpu", "NVIDIA GPUs through NVML", "NVML", _gpu()),
+)}
+
+DEFAULT_SOURCES: Tuple[str, ...] = tuple(n for n, s in SOURCES.items() if s.default)
+
+
+@lru_cache(maxsize=4096)
+def channel_spec(channel: str) -> Optional[ChannelSpec]:
+    """The spec a sampler channel name matches, or None (a foreign or Composer-named trace)."""
+    for src in SOURCES.values():
+        if not channel.startswith(src.prefixes):
+            continue
+        for spec in src.channels:
+            if spec.regex.fullmatch(channel):
+                return spec
+    return None
+
+
+def unit_of(channel: str) -> Optional[str]:
+    """The declared unit of a sampler channel, or None where the registry has no such channel."""
+    spec = channel_spec(channel)
+    return None if spec is None else spec.unit
+
+
+def source_of(channel: str) -> Optional[str]:
+    """The source that yields a sampler channel, or None."""
+    for src in SOURCES.values():
+        if channel.startswith(src.prefixes) and any(c.regex.fullmatch(channel) for c in src.channels):
+            return src.name
+    return None
+
+
+def source_available(source: str, channels) -> bool:
+    """Whether ``channels`` (sampler channel names) include one of ``source``'s. An entry of ``Sampler.errors``
+    for a source with channels is a problem with part of it (one metric, one file), not an unavailable source."""
+    spec = SOURCES.get(source)
+    prefixes = spec.prefixes if spec else (f"{source}/",)
+    return any(str(c).startswith(prefixes) for c in channels)

@@ -1,0 +1,267 @@
+"""The public sampler: one API over two backends.
+
+``native``: the C++ extension ``sysprof._native`` reads /proc on its own thread into a lock-free ring,
+never taking the GIL. ``psutil``: a Python thread reading psutil, for systems without /proc or without
+the extension. Both yield the same channels, names and units; this module is the only place that
+chooses between them.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import forks
+
+try:
+    from .. import _native
+    _NATIVE_ERROR: Optional[str] = None
+except ImportError as exc:  # extension not built, or built for another platform
+    _native = None
+    _NATIVE_ERROR = f"{type(exc).__name__}: {exc}"
+
+__all__ = ["Batch", "Sampler", "native_available"]
+
+BACKENDS = ("auto", "native", "psutil")
+MIN_INTERVAL_S = 1e-6  # below this the thread would only spin and count missed deadlines
+MAX_INTERVAL_S = 86400.0  # one day
+MAX_CAPACITY = 1 << 31  # rows
+
+
+def native_available() -> Tuple[bool, str]:
+    """Whether the native backend can be used here, and why not (``(True, "")`` when it can)."""
+    if _native is None:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the sysprof package
+        if os.path.exists(os.path.join(os.path.dirname(here), "pyproject.toml")):
+            return False, (f"sysprof was imported from the source checkout {here}, which has no compiled "
+                           "extension: run from another directory, or use the installed `sysprof` command")
+        return False, f"extension sysprof._native did not import ({_NATIVE_ERROR})"
+    if not os.path.exists("/proc/stat"):
+        return False, "no /proc/stat on this system"
+    return True, ""
+
+
+_warned_fallback = False
+
+_INHERITED = ("this Sampler was made before fork() and its thread is in the parent process; "
+              "make a new Sampler in this process")
+
+
+def _warn_fallback(why: str) -> None:
+    """Says once per process that sysprof runs on psutil, and why (a missing build on Linux is a bug)."""
+    global _warned_fallback
+    if not _warned_fallback:
+        _warned_fallback = True
+        warnings.warn(f"sysprof: using the psutil backend: {why}", RuntimeWarning, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows drained from a sampler.
+
+    Attributes:
+        timestamps_ns: int64 array of shape (n,): wall-clock time (ns since the Unix epoch, as
+            ``time.time_ns()``) at which each row was sampled.
+        values: float64 array of shape (n, len(channels)); NaN where a value was unavailable.
+        channels: the channel names, one per column.
+    """
+
+    timestamps_ns: np.ndarray
+    values: np.ndarray
+    channels: Tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.timestamps_ns.shape[0])
+
+    def column(self, channel: str) -> np.ndarray:
+        """float64 array (n,) of one channel. Raises KeyError for an unknown channel."""
+        try:
+            i = self.channels.index(channel)
+        except ValueError:
+            raise KeyError(channel) from None
+        return self.values[:, i]
+
+
+class Sampler:
+    """Samples system metrics every ``interval`` seconds on a background thread into a ring buffer.
+
+    Args:
+        interval: seconds between samples (> 0). Deadlines are absolute; a missed deadline is
+            skipped and counted in ``stats["missed_deadlines"]``.
+        cpu: ``cpu/percent`` and ``cpu/<mode>_percent`` from /proc/stat tick deltas.
+        per_cpu: also ``cpu/<id>/percent`` per CPU id (NaN while a CPU is offline).
+        memory: ``memory/*_bytes``, ``memory/used_percent`` and ``swap/*_bytes`` from /proc/meminfo.
+        disk: ``disk/<dev>/...`` per whole disk from /proc/diskstats (totals and ``*_per_second``).
+        net: ``net/<nic>/...`` per interface from /proc/net/dev (totals and ``*_per_second``).
+        load: ``load/1m``, ``load/5m``, ``load/15m``, ``load/procs_running``, ``load/procs_total``.
+        process: ``process/*`` of ``pid`` (default: this process) from /proc/<pid>/stat.
+        process_tree: ``process_tree/*``: ``pid`` (default: this process) and all its descendants
+            (e.g. DataLoader workers), summed: ``num_processes``, ``rss_bytes``, ``cpu_percent``,
+            ``cpu_seconds_total`` (of the members alive now: drops when one exits), ``num_threads``.
+            Members are re-discovered at most every 100 ms; at most 256 are followed.
+        pressure: ``pressure/{cpu,memory,io}/{some,full}_*`` stall information from /proc/pressure
+            (Linux 4.20+ with PSI); a missing resource is left out and named in ``errors``.
+        cgroup: ``cgroup/*`` memory, CPU and I/O of the cgroup v2 of ``pid`` (default: this process);
+            a controller file that is absent is left out and named in ``errors``.
+        capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
+        backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
+        proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
+        pid: process to follow with ``process=True`` / ``process_tree=True`` (and whose cgroup
+            ``cgroup=True`` reads); None for this process.
+        gpu: GPU channels (``gpu/<index>/...``), where supported.
+
+    Raises:
+        ValueError: naming the argument, for an interval outside [1 µs, 1 day], a capacity outside
+            [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
+            unavailable, a pid without process, process_tree or cgroup, or a custom proc_root with psutil.
+
+    All channels are float64 in Prometheus base units (bytes, seconds, percent); see README.
+    """
+
+    def __init__(self, interval: float = 0.001, cpu: bool = True, per_cpu: bool = False,
+                 memory: bool = True, disk: bool = True, net: bool = True, load: bool = False,
+                 process: bool = False, capacity: int = 65536, backend: str = "auto",
+                 proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
+                 gpu: bool = False, pressure: bool = False, cgroup: bool = False,
+                 process_tree: bool = False) -> None:
+        if (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
+            raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
+                             f"got {interval!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or not 2 <= capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity must be an integer in [2, {MAX_CAPACITY}], got {capacity!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
+            raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
+        if pid is not None and not (process or process_tree or cgroup):
+            raise ValueError("pid is only read by process=True, process_tree=True or cgroup=True; "
+                             "enable one of them")
+        ok, why = native_available()
+        if proc_root != "/proc" and _native is not None:
+            ok, why = True, ""  # a fixture tree needs no live /proc
+        if backend == "native" and not ok:
+            raise ValueError(f"backend='native' is unavailable: {why}")
+        self.backend = "native" if backend == "native" or (backend == "auto" and ok) else "psutil"
+        if backend == "auto" and not ok:
+            _warn_fallback(why)
+        self.interval = float(interval)
+        self.capacity = capacity
+        self._generation = forks.generation()  # a later one: inherited (the extension counts with pthread_atfork)
+        flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
+                     process=process, gpu=gpu, pressure=pressure, cgroup=cgroup, process_tree=process_tree)
+        if self.backend == "native":
+            try:
+                self._impl = _native.NativeSampler(
+                    interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
+                    pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root, **flags)
+            except MemoryError:
+                raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
+                                 "per channel plus 8") from None
+        else:
+            if proc_root != "/proc":
+                raise ValueError("proc_root other than '/proc' needs the native backend (psutil reads the "
+                                 f"live system), which is unavailable here: {why or 'backend=psutil was asked'}")
+            from .portable.host import PsutilSampler
+            self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
+                                       sys_root=sys_root, **flags)
+        self.channels: Tuple[str, ...] = tuple(self._impl.channels)
+
+    @property
+    def inherited(self) -> bool:
+        """True in a process forked after this Sampler was made: there it is not running, ``stop()`` and
+        ``del`` do nothing, ``drain()`` returns no rows (they are the parent's) and ``start()`` and
+        ``sample()`` raise RuntimeError. Make a new Sampler in the child instead."""
+        return self._generation != forks.generation()
+
+    @property
+    def errors(self) -> Dict[str, str]:
+        """Source name ("cpu", "memory", "disk", "net", "load", "process", "process_tree", "pressure",
+        "cgroup", "gpu")
+        -> latest problem.
+
+        A source that could not be opened has no channels; one failing later reads NaN for that row.
+        """
+        if self.inherited:
+            return {"sampler": "inherited through fork(): not running in this process"}
+        return dict(self._impl.errors)
+
+    @property
+    def devices(self) -> List[Dict[str, object]]:
+        """Discovered GPUs (``gpu=True``), in channel order: dicts with ``index`` (int, the NVML
+        index used in ``gpu/<index>/...``), ``name``, ``uuid`` and ``pci_bus_id`` (str)."""
+        out = []
+        for d in getattr(self._impl, "devices", []):
+            d = dict(d)
+            if "index" in d:
+                d["index"] = int(d["index"])
+            out.append(d)
+        return out
+
+    @property
+    def running(self) -> bool:
+        return not self.inherited and bool(self._impl.running)
+
+    def start(self) -> "Sampler":
+        """Starts the sampling thread. Raises RuntimeError if it is already running, or if the Sampler
+        was inherited through fork()."""
+        if self.inherited:
+            raise RuntimeError(_INHERITED)
+        if self._impl.running:
+            raise RuntimeError("Sampler is already running")
+        self._impl.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops and joins the sampling thread; rows stay buffered for ``drain()``. Idempotent; a no-op
+        in a forked child for an inherited Sampler."""
+        if not self.inherited:
+            self._impl.stop()
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def drain(self, max_rows: Optional[int] = None) -> Batch:
+        """Removes and returns the buffered rows, oldest first (at most ``max_rows``).
+
+        The copy runs with the GIL released (native backend).
+        """
+        if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
+            raise ValueError(f"max_rows must be a non-negative integer or None, got {max_rows!r}")
+        if self.inherited:
+            return Batch(np.zeros(0, dtype=np.int64), np.zeros((0, len(self.channels))), self.channels)
+        ts, values = self._impl.drain(-1 if max_rows is None else max_rows)
+        return Batch(ts, values, self.channels)
+
+    def sample(self) -> Dict[str, float]:
+        """Reads every channel now, on the calling thread, independently of the sampling thread.
+
+        Rates and percents are relative to the previous ``sample()`` call (or to construction).
+        Returns a dict channel -> float.
+        """
+        if self.inherited:
+            raise RuntimeError(_INHERITED)
+        _, row = self._impl.sample()
+        return dict(zip(self.channels, row.tolist()))
+
+    @property
+    def stats(self) -> Dict[str, float]:
+        """taken, dropped, drained, buffered, missed_deadlines (counts) and the thread's cost per
+        sample: sample_ns_mean, sample_ns_p99, sample_ns_max (ns). taken == drained + dropped + buffered.
+        """
+        return dict(self._impl.stats)
+
+    def __repr__(self) -> str:
+        return (f"Sampler(backend={self.backend!r}, interval={self.interval}, "
+                f"channels={len(self.channels)}, running={self.running})")
+
+    def __del__(self) -> None:
+        impl = getattr(self, "_impl", None)
+        if impl is not None and not self.inherited:
+            impl.stop()

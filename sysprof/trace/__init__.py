@@ -1,0 +1,1 @@
+"""Trace files: the Chrome trace-event writer, reader and repairer (``chrome``)."""
