@@ -858,7 +858,7 @@ def _converters(channels):
     """[(label, file suffix, conv(ts, values) -> iterable of events)]."""
     out = []
     try:
-        from sysprof.cli import EventBuilder
+        from sysprof.trace.tracks import EventBuilder
     except Exception:  # noqa: BLE001
         EventBuilder = None
     if EventBuilder is not None:

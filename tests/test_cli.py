@@ -808,7 +808,7 @@ class _Batch:
 
 
 def test_event_builder_leaves_nan_out_and_marks_where_values_end():
-    from sysprof.cli import EventBuilder
+    from sysprof.trace.tracks import EventBuilder
 
     nan = float("nan")
     b = EventBuilder(["cpu/percent", "cpu/user_percent", "cpu/0/percent", "cpu/1/percent"], system_pid=1)
@@ -828,7 +828,7 @@ def test_event_builder_leaves_nan_out_and_marks_where_values_end():
 
 def test_event_builder_leaves_infinity_out_like_nan():
     """cgroup/memory_max_bytes reads +inf for "max": left out (the one counter_args rule), never null."""
-    from sysprof.cli import EventBuilder
+    from sysprof.trace.tracks import EventBuilder
     from sysprof.trace.chrome import encode_event
 
     inf = float("inf")

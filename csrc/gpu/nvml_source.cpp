@@ -39,6 +39,7 @@
 #include <thread>
 
 #include "gpu/nvml_abi.hpp"
+#include "derive/rules.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -250,39 +251,6 @@ bool as_counter(const FieldValue& f, uint64_t& v) {
     default: return false;
   }
 }
-
-// A byte counter turned into a rate over the time since its previous successful read.
-struct RateCounter {
-  Counter c;
-  int64_t t = 0;
-  double update(uint64_t raw, int64_t now_ns) {
-    bool had = c.valid;
-    uint64_t d = c.update(raw);
-    double r = had ? rate(d, double(now_ns - t) * 1e-9) : kNaN;
-    t = now_ns;
-    return r;
-  }
-};
-
-// Power from the energy counter. The driver refreshes the counter more slowly than we poll, so a
-// per-tick delta would be mostly 0 with spikes: the power is the energy between the two latest ticks
-// at which the counter moved over the time between them, held until it moves again. The first
-// movement has no start (the counter may have moved just before the first read) and gives NaN.
-struct EnergyPower {
-  uint64_t ref = 0;
-  int64_t t_ref = 0;
-  bool valid = false, ref_moved = false;
-  double watts = kNaN;
-  double update(uint64_t mj, int64_t now_ns) {
-    if (!valid || mj < ref) {  // first read, or the driver was reloaded
-      ref = mj, t_ref = now_ns, valid = true, ref_moved = false, watts = kNaN;
-    } else if (mj != ref) {
-      if (ref_moved && now_ns > t_ref) watts = double(mj - ref) / 1000.0 / (double(now_ns - t_ref) * 1e-9);
-      ref = mj, t_ref = now_ns, ref_moved = true;
-    }
-    return watts;
-  }
-};
 
 struct Gpu {
   unsigned index = 0;

@@ -8,13 +8,7 @@
 namespace sysprof {
 namespace {
 
-// user nice system idle iowait irq softirq steal. guest and guest_nice (fields 9, 10) are already
-// counted inside user and nice, so they are read past but never added.
-constexpr int kModes = 8;
-constexpr int kIdle = 3, kIowait = 4;
 constexpr const char* kModeNames[kModes] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
-
-using Ticks = std::array<uint64_t, kModes>;
 
 // Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10;
 // a line with more (a future kernel, a virtualization layer) keeps the 8 whose positions proc.rst fixes.
@@ -44,39 +38,6 @@ bool cpu_line_id(Cursor& c, long& id) {
   return true;
 }
 
-// One CPU (or the aggregate): hold-last percent, because at sub-tick intervals most reads see no
-// new tick, and "no tick elapsed" carries no information.
-struct TickState {
-  Ticks prev{};
-  bool valid = false;
-  std::array<double, kModes + 1> last;  // busy, then the 8 modes
-  TickState() { last.fill(kNaN); }
-
-  void update(const Ticks& now) {
-    if (!valid) {
-      prev = now;
-      valid = true;
-      return;
-    }
-    Ticks d;
-    unsigned __int128 total = 0;  // 8 deltas of up to 2^64-1 each: a uint64 sum could wrap
-    for (size_t i = 0; i < kModes; ++i) {
-      d[i] = now[i] >= prev[i] ? now[i] - prev[i] : 0;  // backwards counter: delta 0,
-      if (now[i] < prev[i]) prev[i] = now[i];             // and counting resumes from the new value
-      total += d[i];
-    }
-    if (total == 0) return;
-    // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. The double roundings of
-    // totals near 2^64 can still land a hair above 100: percent_of clamps (found by the fuzzer).
-    last[0] = percent_of(double(total - d[kIdle] - d[kIowait]), double(total));
-    for (size_t i = 0; i < kModes; ++i) last[i + 1] = percent_of(double(d[i]), double(total));
-    prev = now;
-  }
-  void invalidate() {
-    valid = false;
-    last.fill(kNaN);
-  }
-};
 
 class CpuSource final : public FileSource {
  public:

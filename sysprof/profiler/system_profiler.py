@@ -24,7 +24,7 @@ import numpy as np
 
 from sysprof import forks
 from sysprof.profiler.callback import Callback, event_name
-from sysprof.report import source_available
+from sysprof.sampling.registry import source_available
 from sysprof.profiler.schedule import current_action
 from sysprof.profiler.trace_handler import CounterRows, report_handler_error
 

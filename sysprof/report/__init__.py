@@ -16,10 +16,8 @@ import math
 import sys
 
 
-#: names of sysprof's own events in a trace (written by ``sysprof record``)
-START_EVENT = "sysprof start"
-STOP_EVENT = "sysprof stop"
-STATS_COUNTER = "sysprof"
+from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, join_channel, split_channel  # noqa: F401
+from ..sampling.registry import source_available  # noqa: F401
 
 
 class ReportError(ValueError):
@@ -55,40 +53,6 @@ def format_si(v: float, unit: str) -> str:
 def human_bytes(n: float) -> str:
     """A byte count in decimal units (kB, MB, GB = 1e9 B), as in plots and the README."""
     return format_si(n, "B")
-
-
-#: the channel-name prefixes of each sampler source (the keys of ``Sampler.errors``)
-SOURCE_PREFIXES = {"cpu": ("cpu/",), "memory": ("memory/", "swap/"), "disk": ("disk/",), "net": ("net/",),
-                   "load": ("load/",), "process": ("process/",),
-                   "process_tree": ("process_tree/",), "pressure": ("pressure/",),
-                   "cgroup": ("cgroup/",), "gpu": ("gpu/",)}
-
-
-def source_available(source: str, channels) -> bool:
-    """Whether ``channels`` (sampler channel names) include one of ``source``. An entry of ``Sampler.errors`` for
-    a source with channels is a problem with part of it (one metric, one file), not an unavailable source."""
-    prefixes = SOURCE_PREFIXES.get(source, (f"{source}/",))
-    return any(str(c).startswith(prefixes) for c in channels)
-
-
-def split_channel(name: str):
-    """Counter-event grouping of a channel: ``("disk/sda", "read_bytes")`` for ``disk/sda/read_bytes``.
-
-    The group is everything before the last '/'; a name without '/' forms its own group with key
-    ``"value"``. ``join_channel`` is the inverse."""
-    group, sep, key = name.rpartition("/")
-    if not sep:
-        return name, "value"
-    return group, key
-
-
-def join_channel(group: str, key: str) -> str:
-    """Channel name of key ``key`` of counter ``group``: ``group/key``, but ``group`` alone for the key
-    ``value`` of a one-level group, and when ``group`` already ends in ``key`` (Composer's layout writes
-    ``{"name": "disk/sda/read_bytes", "args": {"read_bytes": ...}}``)."""
-    if (key == "value" and "/" not in group) or group.rsplit("/", 1)[-1] == key:
-        return group
-    return f"{group}/{key}"
 
 
 _UNIT_RULES = (  # (suffix or marker on the base name, unit)
