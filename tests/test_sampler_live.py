@@ -532,7 +532,7 @@ def test_cost_stats_are_nan_before_any_sample():
 # psutil backend: the native rules in Python (csrc/source.hpp, source_cpu.cpp, source_process.cpp)
 # --------------------------------------------------------------------------------------------------
 def test_psutil_counter_unwraps_32_bits_and_treats_other_decreases_as_resets():
-    from sysprof.sampling.portable.host import Counter
+    from sysprof.sampling.portable.rules import Counter
     c = Counter()
     assert c.update(2**32 - 10) == 0 and c.total == 2**32 - 10  # first read: a baseline
     assert c.update(2**32 - 4) == 6 and c.total == 2**32 - 4
@@ -546,7 +546,7 @@ def test_psutil_counter_unwraps_32_bits_and_treats_other_decreases_as_resets():
 
 
 def test_psutil_trailing_rate_window():
-    from sysprof.sampling.portable.host import TrailingRate
+    from sysprof.sampling.portable.rules import TrailingRate
     ms = 1_000_000
     r = TrailingRate()
     assert math.isnan(r.update(0, 0))  # no history
@@ -566,7 +566,7 @@ def test_psutil_trailing_rate_window():
 
 
 def test_psutil_ticks_rebase_backwards_fields_and_hold_without_ticks():
-    from sysprof.sampling.portable.host import _Ticks
+    from sysprof.sampling.portable.rules import Ticks as _Ticks
     t = _Ticks()
     nan9 = t.update([100, 0, 0, 1000, 0, 0, 0, 0])
     assert all(math.isnan(x) for x in nan9) and len(nan9) == 9  # NaN before the first tick
@@ -581,8 +581,9 @@ def test_psutil_ticks_rebase_backwards_fields_and_hold_without_ticks():
 def test_psutil_disk_device_unwraps_and_caps_busy_at_one():
     from types import SimpleNamespace
 
-    from sysprof.sampling.portable.host import DISK_FIELDS, DISK_RATES, SECTOR, _CounterDevice
-    dev = _CounterDevice(DISK_FIELDS, DISK_RATES)
+    from sysprof.sampling.portable.host import DISK_FIELDS, DISK_RATES, RATE_CAPS, SECTOR
+    from sysprof.sampling.portable.rules import CounterDevice
+    dev = CounterDevice(DISK_FIELDS, DISK_RATES, RATE_CAPS)
 
     def disk(sectors_read, busy_ms):
         return SimpleNamespace(read_bytes=sectors_read * SECTOR, write_bytes=0, read_count=1, write_count=2,

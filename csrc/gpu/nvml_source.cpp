@@ -40,6 +40,7 @@
 
 #include "gpu/nvml_abi.hpp"
 #include "derive/rules.hpp"
+#include "sources/registry.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -986,5 +987,7 @@ class NvmlSource final : public Source {
 }  // namespace
 
 std::unique_ptr<Source> make_nvml_source() { return std::make_unique<NvmlSource>(); }
+
+SYSPROF_SOURCE(gpu, make_nvml_source);
 
 }  // namespace sysprof

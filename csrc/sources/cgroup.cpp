@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 #include "sources/source_group.hpp"
 
 namespace sysprof {
@@ -319,5 +320,7 @@ std::unique_ptr<Source> make_cgroup_source() {
     return true;
   });
 }
+
+SYSPROF_SOURCE(cgroup, make_cgroup_source);
 
 }  // namespace sysprof

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
@@ -144,5 +145,7 @@ class CpuSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_cpu_source() { return std::make_unique<CpuSource>(); }
+
+SYSPROF_SOURCE(cpu, make_cpu_source);
 
 }  // namespace sysprof

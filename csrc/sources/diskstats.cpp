@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
@@ -135,5 +136,7 @@ class DiskstatsSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }
+
+SYSPROF_SOURCE(disk, make_diskstats_source);
 
 }  // namespace sysprof

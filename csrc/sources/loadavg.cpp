@@ -1,5 +1,6 @@
 // /proc/loadavg: "1m 5m 15m running/total last_pid".
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
@@ -38,5 +39,7 @@ class LoadavgSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_loadavg_source() { return std::make_unique<LoadavgSource>(); }
+
+SYSPROF_SOURCE(load, make_loadavg_source);
 
 }  // namespace sysprof

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
@@ -104,5 +105,7 @@ class MeminfoSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_meminfo_source() { return std::make_unique<MeminfoSource>(); }
+
+SYSPROF_SOURCE(memory, make_meminfo_source);
 
 }  // namespace sysprof

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
@@ -99,5 +100,7 @@ class NetdevSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_netdev_source() { return std::make_unique<NetdevSource>(); }
+
+SYSPROF_SOURCE(net, make_netdev_source);
 
 }  // namespace sysprof

@@ -5,6 +5,7 @@
 // is the share of wall time stalled over one tick, far finer than the 10 s window. cpu has a full
 // line only since 5.13 (and it reads 0 system-wide).
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 #include "sources/source_group.hpp"
 
 namespace sysprof {
@@ -113,5 +114,7 @@ std::unique_ptr<Source> make_pressure_source() {
     return true;
   });
 }
+
+SYSPROF_SOURCE(pressure, make_pressure_source);
 
 }  // namespace sysprof

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "sources/file_source.hpp"
+#include "sources/registry.hpp"
 #include "io/proc_stat.hpp"
 
 namespace sysprof {
@@ -103,5 +104,7 @@ class ProcessSource final : public FileSource {
 }  // namespace
 
 std::unique_ptr<Source> make_process_source() { return std::make_unique<ProcessSource>(); }
+
+SYSPROF_SOURCE(process, make_process_source);
 
 }  // namespace sysprof

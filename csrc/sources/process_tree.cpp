@@ -18,6 +18,7 @@
 
 #include "io/proc_file.hpp"
 #include "io/proc_stat.hpp"
+#include "sources/registry.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -299,5 +300,7 @@ class ProcessTreeSource final : public Source {
 }  // namespace
 
 std::unique_ptr<Source> make_process_tree_source() { return std::make_unique<ProcessTreeSource>(); }
+
+SYSPROF_SOURCE(process_tree, make_process_tree_source);
 
 }  // namespace sysprof

@@ -26,3 +26,16 @@ def join_channel(group: str, key: str) -> str:
     if (key == "value" and "/" not in group) or group.rsplit("/", 1)[-1] == key:
         return group
     return f"{group}/{key}"
+
+
+#: a metadata event ("ph": "M") that declares the unit of every counter channel in the trace, as Perfetto's
+#: counter tracks declare theirs: ``{"name": UNITS_EVENT, "ph": "M", "pid": P, "tid": 0,
+#: "args": {"units": {channel: unit}}}``, ``channel`` being the name ``join_channel(event name, key)`` gives.
+#: Writers emit it once per channel set; ``report`` reads it and infers a unit from a name only in traces
+#: without it (foreign ones, older sysprof).
+UNITS_EVENT = "sysprof units"
+
+
+def units_event(units: dict, pid: int) -> dict:
+    """The metadata event declaring ``units`` (channel name -> unit symbol, e.g. ``"B/s"``)."""
+    return {"name": UNITS_EVENT, "ph": "M", "pid": pid, "tid": 0, "args": {"units": dict(units)}}

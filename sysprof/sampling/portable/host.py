@@ -13,13 +13,15 @@ import os
 import sys
 import threading
 import time
-from collections import deque
-from typing import Dict, List, Optional, Sequence, Tuple
+
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import psutil
 
 from sysprof import forks
+
+from .rules import CounterDevice, Ticks, TrailingRate
 
 NAN = math.nan
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -44,82 +46,6 @@ MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_
                    "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
 
 
-class Counter:
-    """A monotonically increasing kernel counter, as csrc/source.hpp's ``Counter``: a decrease from
-    below 2**32 is a 32-bit wrap and is unwrapped (the total stays monotonic); any other decrease is
-    a reset and gives a delta of 0."""
-
-    WRAP = 1 << 32
-
-    def __init__(self) -> None:
-        self.prev: Optional[int] = None  # None: no baseline (first read, or the device went away)
-        self.offset = 0  # added by unwrapping
-
-    def update(self, raw: int) -> int:
-        """The delta since the previous update (0 on the first one)."""
-        prev, self.prev = self.prev, raw
-        if prev is None:
-            return 0
-        if raw >= prev:
-            return raw - prev
-        if prev < self.WRAP:
-            self.offset += self.WRAP
-            return raw + self.WRAP - prev
-        return 0
-
-    @property
-    def total(self) -> int:
-        return self.prev + self.offset
-
-
-class TrailingRate:
-    """Per-second rate of a cumulative time counter that advances in scheduler-tick steps, as
-    csrc/source.hpp's ``TrailingRate``: over the trailing ``WINDOW_NS`` (or the last interval when
-    that is longer), NaN until the history spans the window."""
-
-    WINDOW_NS = 20_000_000
-    HIST = 256  # spans the window down to ~80 us intervals
-
-    def __init__(self) -> None:
-        self.hist: deque = deque(maxlen=self.HIST)  # (mono_ns, value), oldest first
-
-    def update(self, mono_ns: int, value: int) -> float:
-        then = next((r for r in reversed(self.hist) if mono_ns - r[0] >= self.WINDOW_NS), None)
-        if then is None and len(self.hist) == self.HIST:
-            then = self.hist[0]  # history shorter than the window: use it all
-        out = NAN
-        if then is not None and mono_ns > then[0]:
-            out = max(0, value - then[1]) * 1e9 / (mono_ns - then[0])
-        self.hist.append((mono_ns, value))
-        return out
-
-
-class _Ticks:
-    """/proc/stat percents from tick deltas, as csrc/source_cpu.cpp's ``TickState``: a field that goes
-    backwards contributes 0 and is re-based; with no tick elapsed the previous percents are repeated;
-    NaN before the first."""
-
-    def __init__(self) -> None:
-        self.prev: Optional[List[float]] = None
-        self.last = [NAN] * (len(CPU_MODES) + 1)
-
-    def update(self, now: Optional[Sequence[float]]) -> List[float]:
-        if now is None:  # offline: re-prime when it comes back
-            self.prev, self.last = None, [NAN] * (len(CPU_MODES) + 1)
-            return self.last
-        if self.prev is None:
-            self.prev = list(now)
-            return self.last
-        d = [n - p if n >= p else 0.0 for n, p in zip(now, self.prev)]
-        self.prev = [min(n, p) for n, p in zip(now, self.prev)]  # re-base backwards fields
-        total = sum(d)
-        if total > 0:
-            busy = total - d[3] - d[4]
-            self.last = [100.0 * busy / total] + [100.0 * x / total for x in d]
-            self.prev = list(now)
-        return self.last
-
-
 def _cpus_of(proc) -> int:
     """The CPUs a process can run on (its affinity where psutil has it), else the online CPUs; at
     least 1. As csrc's online_cpus, they bound percent-of-one-core channels."""
@@ -134,38 +60,6 @@ def _cpus_of(proc) -> int:
 
 def _cpu_tuple(t) -> List[float]:
     return [float(getattr(t, m, 0.0)) for m in CPU_MODES]
-
-
-class _CounterDevice:
-    """Totals and per-second rates of one device's counters (native ``CounterDevice``)."""
-
-    def __init__(self, fields: Sequence[Tuple[str, str, int, float]], rates: Sequence[str]) -> None:
-        self.fields, self.rates = fields, [i for i, f in enumerate(fields) if f[0] in rates]
-        self.counters = [Counter() for _ in fields]
-        self.last_ns: Optional[int] = None
-
-    def row(self, now, t_ns: int) -> List[float]:
-        if now is None:  # gone: re-primed when it returns
-            self.last_ns = None
-            for c in self.counters:
-                c.prev = None
-            return [NAN] * (len(self.fields) + len(self.rates))
-        dt = (t_ns - self.last_ns) / 1e9 if self.last_ns is not None else 0.0
-        self.last_ns = t_ns
-        totals, deltas = [], []
-        for (name, attr, div, scale), c in zip(self.fields, self.counters):
-            raw = getattr(now, attr, None)
-            if raw is None:  # not provided on this platform
-                totals.append(NAN)
-                deltas.append(NAN)
-                continue
-            deltas.append(c.update(int(raw) // div) * scale)
-            totals.append(c.total * scale)
-        out = totals
-        for i in self.rates:
-            r = deltas[i] / dt if dt > 0 else NAN
-            out.append(min(r, RATE_CAPS.get(self.fields[i][0], math.inf)))
-        return out
 
 
 class PsutilSampler:
@@ -232,9 +126,9 @@ class PsutilSampler:
     # -- sources: each returns (channel names, read(mono_ns) -> values) --------------------------
     def _cpu(self, per_cpu: bool):
         names = ["cpu/percent"] + [f"cpu/{m}_percent" for m in CPU_MODES]
-        total = _Ticks()
+        total = Ticks()
         n = len(psutil.cpu_times(percpu=True)) if per_cpu else 0
-        per = [_Ticks() for _ in range(n)]
+        per = [Ticks() for _ in range(n)]
         names += [f"cpu/{i}/percent" for i in range(n)]
 
         def read(_t: int) -> List[float]:
@@ -275,7 +169,7 @@ class PsutilSampler:
     @staticmethod
     def _devices(kind: str, read_all, keep, fields, rates):
         """Per-device raw counters (``Counter`` rules) in the kernel's listing order (psutil keeps it)."""
-        state = {d: _CounterDevice(fields, rates) for d in (read_all() or {}) if keep(d)}
+        state = {d: CounterDevice(fields, rates, RATE_CAPS) for d in (read_all() or {}) if keep(d)}
         names = [f"{kind}/{d}/{f}" for d in state
                  for f in [f[0] for f in fields] + [r + "_per_second" for r in rates]]
 

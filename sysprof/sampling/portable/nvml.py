@@ -25,6 +25,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from sysprof import forks
 
+from .rules import EnergyPower, RateCounter
+
 NAN = math.nan
 LATE_S = 0.25  # a call in flight longer is blocked; a reading older than the interval + this reads NaN
 OPEN_WAIT_S = 1.5  # opening waits this long for the device layout
@@ -83,46 +85,6 @@ def _code_name(pynvml, code: int) -> str:
         if (name.startswith("NVML_ERROR_") or name == "NVML_SUCCESS") and getattr(pynvml, name) == code:
             return name
     return f"NVML error {code}"
-
-
-class _Counter:
-    """A byte counter: delta since the previous read, unwrapping 32-bit wrap-around (as native)."""
-
-    def __init__(self) -> None:
-        self.prev: Optional[int] = None
-        self.t = 0.0
-
-    def rate(self, raw: int, t: float) -> float:
-        prev, prev_t = self.prev, self.t
-        self.prev, self.t = raw, t
-        if prev is None:
-            return NAN
-        if raw >= prev:
-            d = raw - prev
-        elif prev < 2 ** 32:
-            d = raw + 2 ** 32 - prev
-        else:
-            d = 0
-        return d / (t - prev_t) if t > prev_t else NAN
-
-
-class _EnergyPower:
-    """Power between the two latest reads at which the energy counter moved (see the native source)."""
-
-    def __init__(self) -> None:
-        self.ref: Optional[int] = None
-        self.t_ref = 0.0
-        self.moved = False
-        self.watts = NAN
-
-    def update(self, mj: int, t: float) -> float:
-        if self.ref is None or mj < self.ref:
-            self.ref, self.t_ref, self.moved, self.watts = mj, t, False, NAN
-        elif mj != self.ref:
-            if self.moved and t > self.t_ref:
-                self.watts = (mj - self.ref) / 1000.0 / (t - self.t_ref)
-            self.ref, self.t_ref, self.moved = mj, t, True
-        return self.watts
 
 
 class _Abandoned(Exception):
@@ -276,8 +238,8 @@ class GpuReader:
     def __init__(self, state: NvmlState) -> None:
         self.s = state
         n = len(state.handles)
-        self.rates = [{k: _Counter() for k in ("pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")} for _ in range(n)]
-        self.energy = [_EnergyPower() for _ in range(n)]
+        self.rates = [{k: RateCounter() for k in ("pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")} for _ in range(n)]
+        self.energy = [EnergyPower() for _ in range(n)]
 
     def read(self, t: float) -> List[float]:
         out: List[float] = []
