@@ -303,8 +303,6 @@ unsigned cgroup_cpus(const Config& cfg, const std::string& dir) {
   return n;
 }
 
-}  // namespace
-
 std::unique_ptr<Source> make_cgroup_source() {
   return std::make_unique<SourceGroup>("cgroup", [](const Config& cfg, std::vector<std::unique_ptr<Source>>& parts,
                                                     std::string& err) {
@@ -320,6 +318,8 @@ std::unique_ptr<Source> make_cgroup_source() {
     return true;
   });
 }
+
+}  // namespace
 
 SYSPROF_SOURCE(cgroup, make_cgroup_source);
 

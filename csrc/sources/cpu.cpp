@@ -48,7 +48,7 @@ class CpuSource final : public FileSource {
   std::string path(const Config& cfg) const override { return join(cfg.proc_root, "stat"); }
 
   bool discover(const Config& cfg, std::string& warning) override {
-    per_cpu_ = cfg.per_cpu;
+    per_cpu_ = cfg.option("per_cpu");
     if (!per_cpu_) return true;
     std::vector<long> ids;
     LineReader lines(file_.data(), file_.size());
@@ -142,9 +142,9 @@ class CpuSource final : public FileSource {
   std::vector<char> seen_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_cpu_source() { return std::make_unique<CpuSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(cpu, make_cpu_source);
 

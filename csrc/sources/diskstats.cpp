@@ -133,9 +133,9 @@ class DiskstatsSource final : public FileSource {
   std::vector<CounterDevice<kCounters>> disks_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(disk, make_diskstats_source);
 

@@ -36,9 +36,9 @@ class LoadavgSource final : public FileSource {
   }
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_loadavg_source() { return std::make_unique<LoadavgSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(load, make_loadavg_source);
 

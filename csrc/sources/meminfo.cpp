@@ -102,9 +102,9 @@ class MeminfoSource final : public FileSource {
   }
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_meminfo_source() { return std::make_unique<MeminfoSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(memory, make_meminfo_source);
 

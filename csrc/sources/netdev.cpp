@@ -97,9 +97,9 @@ class NetdevSource final : public FileSource {
   std::vector<CounterDevice<kCounters>> nics_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_netdev_source() { return std::make_unique<NetdevSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(net, make_netdev_source);
 

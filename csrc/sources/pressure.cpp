@@ -105,8 +105,6 @@ class PsiFile final : public FileSource {
   bool parsed_ = false;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_pressure_source() {
   return std::make_unique<SourceGroup>("pressure", [](const Config&, std::vector<std::unique_ptr<Source>>& parts,
                                                       std::string&) {
@@ -114,6 +112,8 @@ std::unique_ptr<Source> make_pressure_source() {
     return true;
   });
 }
+
+}  // namespace
 
 SYSPROF_SOURCE(pressure, make_pressure_source);
 

@@ -101,9 +101,9 @@ class ProcessSource final : public FileSource {
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_process_source() { return std::make_unique<ProcessSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(process, make_process_source);
 

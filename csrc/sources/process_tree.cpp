@@ -297,9 +297,9 @@ class ProcessTreeSource final : public Source {
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_process_tree_source() { return std::make_unique<ProcessTreeSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(process_tree, make_process_tree_source);
 
