@@ -6,7 +6,7 @@
 
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
-#include "io/proc_stat.hpp"
+#include "parse/pid_stat.hpp"
 
 namespace sysprof {
 namespace {
@@ -52,7 +52,7 @@ class ProcessSource final : public FileSource {
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
     ProcStat s;
-    if (!parse_stat(file_.data(), file_.size(), s)) {
+    if (!parse_pid_stat(file_.data(), file_.size(), s)) {
       err = file_.path() + ": malformed";
       return false;
     }
