@@ -339,3 +339,78 @@ def test_cpu_backwards_and_no_tick(tmp_path):
     exact("cpu/idle_percent", row["cpu/idle_percent"], 100 * 50 / 200)
     exact("cpu/0/percent", row["cpu/0/percent"], 100 * 150 / 200)
 
+
+# --------------------------------------------------------------------------------------------------
+# vmstat: /proc/vmstat, by key (csrc/parse/vmstat.hpp)
+# --------------------------------------------------------------------------------------------------
+VMSTAT_CHANNELS = tuple("vmstat/" + n for n in (
+    "pgfault_total", "pgmajfault_total", "pgfault_per_second", "pgmajfault_per_second", "pswpin_total",
+    "pswpout_total", "pgscan_kswapd_total", "pgscan_direct_total", "pgsteal_kswapd_total", "pgsteal_direct_total",
+    "oom_kill_total", "workingset_refault_anon_total", "workingset_refault_file_total"))
+
+
+def test_native_and_python_registries_name_the_same_sources():
+    from sysprof import _native
+    from sysprof.sampling.registry import SOURCES
+
+    assert sorted(_native.source_names()) == sorted(SOURCES)
+
+
+def test_vmstat_modern_kernel(tmp_path):
+    # 6.1-style keys: one pgscan/pgsteal key per reclaimer, khugepaged's own (not read), pgscan_direct_throttle
+    # (another counter, not summed), workingset refaults split into anon and file
+    tree = Tree("vmstat", tmp_path)
+    s, built = open_sampler(tree, vmstat=True)
+    assert s.channels == VMSTAT_CHANNELS
+    assert "vmstat" not in s.errors, s.errors
+    tree.apply("v2")
+    row, now = take(s)
+    want = {"pgfault_total": 5012000, "pgmajfault_total": 1230, "pswpin_total": 100, "pswpout_total": 262,
+            "pgscan_kswapd_total": 81500, "pgscan_direct_total": 3200, "pgsteal_kswapd_total": 71000,
+            "pgsteal_direct_total": 2600, "oom_kill_total": 2, "workingset_refault_anon_total": 45,
+            "workingset_refault_file_total": 9100}
+    for n, w in want.items():
+        exact(n, row["vmstat/" + n], w)
+    check_rate("pgfault_per_second", row["vmstat/pgfault_per_second"], 5012000 - 5000000, built, now)
+    check_rate("pgmajfault_per_second", row["vmstat/pgmajfault_per_second"], 1230 - 1200, built, now)
+    # v3: pgfault went down to 4000 (a reset: rate 0); pgmajfault is gone (NaN, and no rate)
+    tree.apply("v3")
+    row, _ = take(s)
+    exact("pgfault_total", row["vmstat/pgfault_total"], 4000)
+    exact("pgfault_per_second", row["vmstat/pgfault_per_second"], 0.0)
+    nan("pgmajfault_total", row["vmstat/pgmajfault_total"])
+    nan("pgmajfault_per_second", row["vmstat/pgmajfault_per_second"])
+    for n, w in want.items():
+        if n not in ("pgfault_total", "pgmajfault_total"):
+            exact(n, row["vmstat/" + n], w)
+    assert "vmstat" not in s.errors, s.errors
+
+
+def test_vmstat_old_kernel(tmp_path):
+    # 4.4-style keys: per-zone pgscan/pgsteal (dma, dma32, normal, movable) summed, pgscan_direct_throttle
+    # not; one workingset_refault (file pages only before 5.9); no oom_kill (4.13+): NaN, never 0
+    tree = Tree("vmstat_old", tmp_path)
+    s, _ = open_sampler(tree, vmstat=True)
+    assert s.channels == VMSTAT_CHANNELS
+    row, prev = take(s)
+    want = {"pgfault_total": 1000, "pgmajfault_total": 10, "pswpin_total": 7, "pswpout_total": 9,
+            "pgscan_kswapd_total": 0 + 200 + 3000 + 0, "pgscan_direct_total": 0 + 10 + 90 + 0,
+            "pgsteal_kswapd_total": 0 + 100 + 2000 + 0, "pgsteal_direct_total": 0 + 5 + 50 + 0,
+            "workingset_refault_file_total": 321}
+    for n, w in want.items():
+        exact(n, row["vmstat/" + n], w)
+    nan("oom_kill_total", row["vmstat/oom_kill_total"])
+    nan("workingset_refault_anon_total", row["vmstat/workingset_refault_anon_total"])
+    tree.apply("v2")
+    row, now = take(s)
+    exact("pgscan_kswapd_total", row["vmstat/pgscan_kswapd_total"], 200 + 3500)
+    exact("workingset_refault_file_total", row["vmstat/workingset_refault_file_total"], 330)
+    check_rate("pgfault_per_second", row["vmstat/pgfault_per_second"], 600, prev, now)
+    check_rate("pgmajfault_per_second", row["vmstat/pgmajfault_per_second"], 3, prev, now)
+    nan("oom_kill_total", row["vmstat/oom_kill_total"])
+
+
+def test_vmstat_psutil_backend_says_native_only():
+    s = sysprof.Sampler(backend="psutil", **dict(OFF, vmstat=True))
+    assert s.channels == ()
+    assert s.errors["vmstat"] == "only on the native backend"

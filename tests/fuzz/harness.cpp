@@ -75,6 +75,7 @@ std::vector<Target> targets() {
       {"cgroup_cpu", "sys/fs/cgroup/fuzz/cpu.stat", {cg + "cpu.stat", cg + "cpu.max", online}, {cg}, cg_base,
        [](Config& c) { c.sources = {"cgroup"}; }},
       {"cgroup_io", "sys/fs/cgroup/fuzz/io.stat", {cg + "io.stat"}, {cg}, cg_base, [](Config& c) { c.sources = {"cgroup"}; }},
+      {"vmstat", "proc/vmstat", {"proc/vmstat"}, {}, {}, [](Config& c) { c.sources = {"vmstat"}; }},
   };
 }
 
