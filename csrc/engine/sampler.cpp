@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <stdexcept>
 #include <pthread.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 
 namespace sysprof {
 
@@ -310,8 +312,10 @@ Sampler::Stats Sampler::stats() const {
 }
 
 void Sampler::run(Core& c) {
+#ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
-  pthread_setname_np(pthread_self(), "sysprof");
+  pthread_setname_np(pthread_self(), "sysprof");  // glibc's two-argument form (macOS names only itself)
+#endif
   const int64_t interval = c.cfg.interval_ns;
   // The first deadline is now: a row at start, whose rates cover the time since construction (or
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.

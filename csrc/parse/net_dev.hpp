@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <string.h>
+#include <string.h>  // memrchr (glibc)
 #include <string_view>
 
 #include "io/scan.hpp"
@@ -24,7 +24,16 @@ struct NetDevLine {
 // but a '|'.
 inline int parse_net_dev_line(Cursor c, NetDevLine& l) {
   if (c.done()) return 0;
+#ifdef __GLIBC__
   const char* colon = static_cast<const char*>(memrchr(c.p, ':', size_t(c.end - c.p)));
+#else  // memrchr is a GNU extension
+  const char* colon = nullptr;
+  for (const char* q = c.end; q > c.p;)
+    if (*--q == ':') {
+      colon = q;
+      break;
+    }
+#endif
   if (!colon) return std::memchr(c.p, '|', size_t(c.end - c.p)) ? 0 : -1;
   Cursor n{c.p, colon};
   skip_blanks(n);
