@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.hpp"
+#include "sources/registry.hpp"
 
 namespace py = pybind11;
 using sysprof::Config;
@@ -65,24 +66,21 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "sysprof native sampler: /proc readers, SPSC ring buffer and sampling thread";
 
   py::class_<Sampler>(m, "NativeSampler")
-      .def(py::init([](int64_t interval_ns, size_t capacity, bool cpu, bool per_cpu, bool memory, bool disk, bool net,
-                       bool load, bool process, int64_t pid, std::string proc_root, std::string sys_root, bool gpu,
-                       bool pressure, bool cgroup, bool process_tree) {
+      .def(py::init([](int64_t interval_ns, size_t capacity, std::vector<std::string> sources,
+                       std::vector<std::string> options, int64_t pid, std::string proc_root, std::string sys_root) {
              Config c;
              c.interval_ns = interval_ns;
              c.capacity = capacity;
-             c.cpu = cpu, c.per_cpu = per_cpu, c.memory = memory, c.disk = disk, c.net = net;
-             c.load = load, c.process = process, c.gpu = gpu;
-             c.pressure = pressure, c.cgroup = cgroup, c.process_tree = process_tree;
+             c.sources = std::move(sources);
+             c.options = std::move(options);
              c.pid = pid;
              c.proc_root = std::move(proc_root);
              c.sys_root = std::move(sys_root);
-             return without_gil([&c] { return new Sampler(c); });
+             return without_gil([&c] { return new Sampler(c); });  // an unknown source: ValueError
            }),
-           py::arg("interval_ns"), py::arg("capacity"), py::arg("cpu"), py::arg("per_cpu"), py::arg("memory"),
-           py::arg("disk"), py::arg("net"), py::arg("load"), py::arg("process"), py::arg("pid"),
-           py::arg("proc_root"), py::arg("sys_root"), py::arg("gpu"), py::arg("pressure") = false,
-           py::arg("cgroup") = false, py::arg("process_tree") = false)
+           py::arg("interval_ns"), py::arg("capacity"), py::arg("sources"),
+           py::arg("options") = std::vector<std::string>(), py::arg("pid") = -1, py::arg("proc_root") = "/proc",
+           py::arg("sys_root") = "/sys")
       .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
       .def_property_readonly("errors", &Sampler::errors)
       .def_property_readonly("devices", &Sampler::devices)
@@ -137,6 +135,8 @@ PYBIND11_MODULE(_native, m) {
         d["sample_ns_max"] = st.sample_ns_max;
         return d;
       });
+
+  m.def("source_names", &sysprof::source_names, "the registered native sources (SYSPROF_SOURCE), sorted");
 
   // Test hook for tests/test_ranges.py: (rule names, violation or None per value, enforced values).
   m.def("_check_ranges", [](const std::vector<std::string>& channels, double max_cores, std::vector<double> values) {

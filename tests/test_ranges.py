@@ -74,6 +74,11 @@ EXPECTED = {
              "cgroup/cpu_throttled_seconds_total", "cgroup/cpu_throttled_periods_total", "cgroup/cpu_periods_total",
              "cgroup/io_read_bytes", "cgroup/io_write_bytes", "cgroup/io_read_bytes_per_second",
              "cgroup/io_write_bytes_per_second",
+             "vmstat/pgfault_total", "vmstat/pgmajfault_total", "vmstat/pgfault_per_second",
+             "vmstat/pgmajfault_per_second", "vmstat/pswpin_total", "vmstat/pswpout_total",
+             "vmstat/pgscan_kswapd_total", "vmstat/pgscan_direct_total", "vmstat/pgsteal_kswapd_total",
+             "vmstat/pgsteal_direct_total", "vmstat/oom_kill_total", "vmstat/workingset_refault_anon_total",
+             "vmstat/workingset_refault_file_total",
              "gpu/0/memory_used_bytes", "gpu/0/memory_total_bytes", "gpu/0/memory_free_bytes",
              "gpu/0/memory_reserved_bytes", "gpu/0/power_watts", "gpu/0/energy_joules", "gpu/0/energy_power_watts",
              "gpu/0/sm_clock_hz", "gpu/0/memory_clock_hz", "gpu/0/pcie_tx_bytes_per_second",
@@ -93,7 +98,7 @@ def test_every_documented_channel_gets_its_rule():
 def test_every_channel_of_the_native_sources_has_a_rule():
     # All host sources on this machine: a channel added without a rule would read "finite".
     s = sysprof.Sampler(backend="native", cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
-                        process=True, process_tree=True, pressure=True, cgroup=True)
+                        process=True, process_tree=True, pressure=True, cgroup=True, vmstat=True)
     assert len(s.channels) > 20
     got = rules(s.channels)
     assert [n for n in s.channels if got[n] == FINITE] == []

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "io/scan.hpp"
+#include "parse/stat.hpp"  // Ticks
 
 namespace sysprof {
 
@@ -110,12 +111,6 @@ inline double percent_of(double part, double whole) {
 // A count the kernel prints as signed: negative is corrupt, NaN.
 inline double count_or_nan(int64_t v) { return v < 0 ? kNaN : double(v); }
 
-// /proc/stat ticks, by mode: user nice system idle iowait irq softirq steal. guest and guest_nice (fields 9, 10) are already
-// counted inside user and nice, so they are read past but never added.
-constexpr int kModes = 8;
-constexpr int kIdle = 3, kIowait = 4;
-
-using Ticks = std::array<uint64_t, kModes>;
 
 
 // One CPU (or the aggregate): hold-last percent, because at sub-tick intervals most reads see no
@@ -151,6 +146,14 @@ struct TickState {
     last.fill(kNaN);
   }
 };
+
+// USER_HZ ticks to nanoseconds in integer arithmetic, saturating at UINT64_MAX (a double product
+// cast to an integer is undefined once it passes 2^63).
+inline uint64_t ticks_to_ns(uint64_t ticks, uint64_t hz) {
+  if (hz == 0) return 0;
+  constexpr uint64_t kNs = 1000000000;
+  return sat_add(sat_mul(ticks / hz, kNs), (ticks % hz) * kNs / hz);  // (ticks % hz) * 1e9 < 2^64 for hz < 1.8e10
+}
 
 // A byte counter turned into a rate over the time since its previous successful read.
 struct RateCounter {

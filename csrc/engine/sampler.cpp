@@ -1,12 +1,16 @@
 #include "engine/sampler.hpp"
 
+#include "sources/registry.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <pthread.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 
 namespace sysprof {
 
@@ -23,43 +27,23 @@ std::map<std::string, std::string> ErrorLog::snapshot() const {
   return errors_;
 }
 
-namespace {
-
-std::unique_ptr<Source> make_source(const std::string& name) {
-  if (name == "cpu") return make_cpu_source();
-  if (name == "memory") return make_meminfo_source();
-  if (name == "disk") return make_diskstats_source();
-  if (name == "net") return make_netdev_source();
-  if (name == "load") return make_loadavg_source();
-  if (name == "process") return make_process_source();
-  if (name == "process_tree") return make_process_tree_source();
-  if (name == "pressure") return make_pressure_source();
-  if (name == "cgroup") return make_cgroup_source();
-  if (name == "gpu") return make_nvml_source();
-  return nullptr;
-}
-
-std::vector<std::string> enabled_sources(const Config& cfg) {
-  std::vector<std::string> names;
-  if (cfg.cpu) names.push_back("cpu");
-  if (cfg.memory) names.push_back("memory");
-  if (cfg.disk) names.push_back("disk");
-  if (cfg.net) names.push_back("net");
-  if (cfg.load) names.push_back("load");
-  if (cfg.process) names.push_back("process");
-  if (cfg.process_tree) names.push_back("process_tree");
-  if (cfg.pressure) names.push_back("pressure");
-  if (cfg.cgroup) names.push_back("cgroup");
-  if (cfg.gpu) names.push_back("gpu");
-  return names;
-}
-
-}  // namespace
-
 Collector::Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log) : log_(&log) {
   size_t first = channels.size();
-  for (const auto& name : enabled_sources(cfg)) {
-    auto src = make_source(name);
+  std::vector<SourceFactory> factories;  // every name is checked before any source opens
+  for (size_t i = 0; i < cfg.sources.size(); ++i) {
+    const std::string& name = cfg.sources[i];
+    SourceFactory f = find_source(name);
+    if (!f) {
+      std::string known;
+      for (const auto& n : source_names()) known += (known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("unknown source '" + name + "' (registered: " + known + ")");
+    }
+    if (std::find(cfg.sources.begin(), cfg.sources.begin() + long(i), name) != cfg.sources.begin() + long(i))
+      throw std::invalid_argument("source '" + name + "' given twice");
+    factories.push_back(f);
+  }
+  for (SourceFactory factory : factories) {
+    auto src = factory();
     std::string err;
     size_t before = channels.size();
     if (!src->open(cfg, channels, err)) {
@@ -328,8 +312,10 @@ Sampler::Stats Sampler::stats() const {
 }
 
 void Sampler::run(Core& c) {
+#ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
-  pthread_setname_np(pthread_self(), "sysprof");
+  pthread_setname_np(pthread_self(), "sysprof");  // glibc's two-argument form (macOS names only itself)
+#endif
   const int64_t interval = c.cfg.interval_ns;
   // The first deadline is now: a row at start, whose rates cover the time since construction (or
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.

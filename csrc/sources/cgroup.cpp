@@ -6,14 +6,13 @@
 #include <cstring>
 #include <sys/stat.h>
 
+#include "parse/cgroup.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 #include "sources/source_group.hpp"
 
 namespace sysprof {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool is_dir(const std::string& p) {
   struct stat st;
@@ -55,12 +54,8 @@ class ValueFile final : public CgroupFile {
   void layout(std::vector<std::string>& channels) override { channels.push_back(channel_); }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<ValueFile>(dir_, file_name_, channel_, limit_); }
   bool parse(int64_t, double* out, std::string& err) override {
-    Cursor c{file_.data(), file_.data() + file_.size()};
     double v;
-    std::string_view tok = next_token(c);
-    Cursor num{tok.data(), tok.data() + tok.size()};
-    if (tok == "max" && limit_) v = kInf;
-    else if (!parse_digits_double(num, v) || !num.done()) return fail(err);
+    if (!parse_cgroup_value(file_.data(), file_.size(), limit_, v)) return fail(err);
     if (out) out[0] = v;
     return true;
   }
@@ -69,26 +64,6 @@ class ValueFile final : public CgroupFile {
   const char* channel_;
   bool limit_;
 };
-
-// "Flat keyed" files (memory.stat, cpu.stat): "key value" lines. Sets v[i] and bit i of the result
-// for each keys[i] present; stops once all are found (memory.stat has ~50 lines, anon/file lead).
-template <size_t N>
-unsigned parse_flat_keyed(const ProcFile& f, const char* const (&keys)[N], uint64_t (&v)[N], std::string_view& bad) {
-  unsigned found = 0;
-  LineReader lines(f.data(), f.size());
-  Cursor c;
-  while (found != (1u << N) - 1 && lines.next(c)) {
-    Cursor line = c;
-    std::string_view key = next_token(c);
-    for (size_t i = 0; i < N; ++i) {
-      if (key != keys[i]) continue;
-      if (parse_u64(c, v[i])) found |= 1u << i;
-      else bad = std::string_view(line.p, size_t(line.end - line.p));
-      break;
-    }
-  }
-  return found;
-}
 
 // memory.stat: anon (anonymous memory) and file (page cache) bytes.
 class MemoryStat final : public CgroupFile {
@@ -105,7 +80,7 @@ class MemoryStat final : public CgroupFile {
     static constexpr const char* kKeys[] = {"anon", "file"};
     uint64_t v[2];
     std::string_view bad;
-    unsigned found = parse_flat_keyed(file_, kKeys, v, bad);
+    unsigned found = parse_flat_keyed(file_.data(), file_.size(), kKeys, v, bad);
     if (!bad.empty()) malformed(file_, bad, err);
     if (!found) {
       if (bad.empty()) err = file_.path() + ": no anon/file lines";
@@ -132,7 +107,7 @@ class CpuStat final : public CgroupFile {
   bool discover(const Config&, std::string& warning) override {
     uint64_t v[6];
     std::string_view bad;
-    throttling_ = (parse_flat_keyed(file_, kKeys, v, bad) & 0x38) == 0x38;
+    throttling_ = (parse_flat_keyed(file_.data(), file_.size(), kKeys, v, bad) & 0x38) == 0x38;
     if (!throttling_) warning = file_.path() + ": no throttling statistics (cpu controller not enabled here)";
     return true;
   }
@@ -151,7 +126,7 @@ class CpuStat final : public CgroupFile {
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
     uint64_t v[6];
     std::string_view bad;
-    unsigned found = parse_flat_keyed(file_, kKeys, v, bad);
+    unsigned found = parse_flat_keyed(file_.data(), file_.size(), kKeys, v, bad);
     if (!bad.empty()) malformed(file_, bad, err);
     if (!(found & 1u)) {
       if (bad.empty()) err = file_.path() + ": no usage_usec";
@@ -190,12 +165,8 @@ class CpuMax final : public CgroupFile {
   void layout(std::vector<std::string>& channels) override { channels.push_back("cgroup/cpu_limit_cores"); }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<CpuMax>(dir_); }
   bool parse(int64_t, double* out, std::string& err) override {
-    Cursor c{file_.data(), file_.data() + file_.size()};
-    std::string_view quota = next_token(c);
-    Cursor q{quota.data(), quota.data() + quota.size()};
-    double max = kInf, period;
-    if (quota != "max" && (!parse_digits_double(q, max) || !q.done())) return fail(err);
-    if (!parse_digits_double(c, period) || period <= 0) return fail(err);
+    double max, period;
+    if (!parse_cpu_max(file_.data(), file_.size(), max, period)) return fail(err);
     if (out) out[0] = max / period;
     return true;
   }
@@ -221,21 +192,11 @@ class IoStat final : public CgroupFile {
     LineReader lines(file_.data(), file_.size());
     Cursor c;
     while (lines.next(c)) {
-      Cursor line = c;
-      if (next_token(c).empty()) continue;  // device "MAJ:MIN"; an empty file means no I/O yet
-      unsigned found = 0;
-      uint64_t v[2];
-      for (std::string_view tok = next_token(c); !tok.empty(); tok = next_token(c)) {
-        int k = tok.substr(0, 7) == "rbytes=" ? 0 : tok.substr(0, 7) == "wbytes=" ? 1 : -1;
-        if (k < 0) continue;  // rios, wios, dbytes, dios, and iocost's extra keys
-        Cursor num{tok.data() + 7, tok.data() + tok.size()};
-        if (parse_u64(num, v[k]) && num.done()) found |= 1u << k;
-      }
-      if (found != 3) {
-        bad = std::string_view(line.p, size_t(line.end - line.p));
-        continue;
-      }
-      sum[0] = sat_add(sum[0], v[0]), sum[1] = sat_add(sum[1], v[1]);
+      uint64_t r, w;
+      int got = parse_io_stat_line(c, r, w);
+      if (got < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
+      if (got <= 0) continue;
+      sum[0] = sat_add(sum[0], r), sum[1] = sat_add(sum[1], w);
     }
     if (!bad.empty()) malformed(file_, bad, err);
     bool had_baseline = bytes_[0].valid;
@@ -303,8 +264,6 @@ unsigned cgroup_cpus(const Config& cfg, const std::string& dir) {
   return n;
 }
 
-}  // namespace
-
 std::unique_ptr<Source> make_cgroup_source() {
   return std::make_unique<SourceGroup>("cgroup", [](const Config& cfg, std::vector<std::unique_ptr<Source>>& parts,
                                                     std::string& err) {
@@ -320,6 +279,8 @@ std::unique_ptr<Source> make_cgroup_source() {
     return true;
   });
 }
+
+}  // namespace
 
 SYSPROF_SOURCE(cgroup, make_cgroup_source);
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdio>
 
+#include "parse/stat.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
@@ -10,35 +11,6 @@ namespace sysprof {
 namespace {
 
 constexpr const char* kModeNames[kModes] = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"};
-
-// Parses the numbers after "cpu" / "cpuN". Kernels before 2.6 give 4 fields, later 7, 8, 9 or 10;
-// a line with more (a future kernel, a virtualization layer) keeps the 8 whose positions proc.rst fixes.
-bool parse_ticks(Cursor& c, Ticks& t) {
-  int n = 0;
-  uint64_t v;
-  while (n < 10 && parse_u64(c, v)) {
-    if (n < kModes) t[size_t(n)] = v;
-    ++n;
-  }
-  if (n < 4) return false;
-  for (int i = std::min(n, kModes); i < kModes; ++i) t[size_t(i)] = 0;
-  return true;
-}
-
-// Splits a "cpu..." line: id -1 for the aggregate line, else N of "cpuN". False if not a cpu line.
-bool cpu_line_id(Cursor& c, long& id) {
-  if (c.end - c.p < 3 || std::memcmp(c.p, "cpu", 3) != 0) return false;
-  c.p += 3;
-  if (c.p < c.end && is_blank(*c.p)) {
-    id = -1;
-    return true;
-  }
-  uint64_t v;
-  if (!parse_u64(c, v) || v >= kMaxCpus) return false;
-  id = long(v);
-  return true;
-}
-
 
 class CpuSource final : public FileSource {
  public:
@@ -48,15 +20,14 @@ class CpuSource final : public FileSource {
   std::string path(const Config& cfg) const override { return join(cfg.proc_root, "stat"); }
 
   bool discover(const Config& cfg, std::string& warning) override {
-    per_cpu_ = cfg.per_cpu;
+    per_cpu_ = cfg.option("per_cpu");
     if (!per_cpu_) return true;
     std::vector<long> ids;
     LineReader lines(file_.data(), file_.size());
     Cursor c;
-    while (lines.next(c)) {
-      long id;
-      if (cpu_line_id(c, id) && id >= 0) ids.push_back(id);
-    }
+    CpuLine l;
+    while (lines.next(c))
+      if (parse_cpu_line(c, l) != 0 && l.id >= 0) ids.push_back(l.id);
     // CPUs offline now still get a channel if sysfs says they are possible.
     std::string possible, ignored;  // absent or unreadable: the ids of /proc/stat alone
     if (read_small_file(join(cfg.sys_root, "devices/system/cpu/possible"), possible, ignored))
@@ -97,25 +68,24 @@ class CpuSource final : public FileSource {
     std::string_view bad;
     LineReader lines(file_.data(), file_.size());
     Cursor c;
+    CpuLine l;
     while (lines.next(c)) {
-      Cursor line = c;
-      long id;
-      if (!cpu_line_id(c, id)) {
+      int r = parse_cpu_line(c, l);
+      if (r == 0) {
         if (have_aggregate) break;  // cpu lines come first; the rest (intr, ctxt, ...) is not ours
         continue;
       }
-      Ticks t;
-      if (!parse_ticks(c, t)) {
-        bad = std::string_view(line.p, size_t(line.end - line.p));
+      if (r < 0) {
+        bad = std::string_view(c.p, size_t(c.end - c.p));
         continue;
       }
-      if (id < 0) {
-        total_.update(t);
+      if (l.id < 0) {
+        total_.update(l.ticks);
         have_aggregate = true;
         if (!per_cpu_) break;
-      } else if (size_t(id) < slot_of_.size() && slot_of_[size_t(id)] >= 0) {
-        size_t k = size_t(slot_of_[size_t(id)]);
-        per_[k].update(t);
+      } else if (size_t(l.id) < slot_of_.size() && slot_of_[size_t(l.id)] >= 0) {
+        size_t k = size_t(slot_of_[size_t(l.id)]);
+        per_[k].update(l.ticks);
         seen_[k] = 1;
       }
     }
@@ -142,9 +112,9 @@ class CpuSource final : public FileSource {
   std::vector<char> seen_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_cpu_source() { return std::make_unique<CpuSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(cpu, make_cpu_source);
 

@@ -1,6 +1,7 @@
 // /proc/diskstats: per whole disk I/O counters (Documentation/admin-guide/iostats.rst).
 #include <sys/stat.h>
 
+#include "parse/diskstats.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
@@ -9,49 +10,11 @@ namespace {
 
 constexpr double kSectorBytes = 512.0;  // diskstats sectors are 512 bytes whatever the device's block size
 
-enum { kReads, kWrites, kSectorsRead, kSectorsWritten, kIoTicks, kReadTicks, kWriteTicks, kCounters };
-
 constexpr const char* kFields[] = {"read_bytes", "write_bytes", "read_count", "write_count", "busy_time_seconds",
                                    "read_time_seconds", "write_time_seconds", "read_bytes_per_second",
                                    "write_bytes_per_second", "read_count_per_second", "write_count_per_second",
                                    "busy_time_seconds_per_second"};
 constexpr size_t kPerDisk = sizeof(kFields) / sizeof(kFields[0]);
-
-struct Line {
-  std::string_view name;
-  uint64_t v[kCounters];
-  bool has_times;  // false on 4-statistic partition lines of kernels before 2.6.25
-};
-
-// "major minor name" then 11 (2.6+), 15 (4.18+) or 17 (5.5+) statistics, or 4 on the partition
-// lines of kernels before 2.6.25. iostats.rst fixes the positions of the first 11, so a line with
-// any other count of 11 or more (a future kernel, a virtualization layer) keeps them.
-int parse_line(Cursor c, Line& l) {
-  skip_blanks(c);
-  if (c.done()) return 0;
-  uint64_t major, minor;
-  if (!parse_u64(c, major) || !parse_u64(c, minor)) return -1;
-  l.name = next_token(c);
-  if (l.name.empty()) return -1;
-  uint64_t s[11], extra;
-  int n = 0;
-  while (n < 11 && parse_u64(c, s[n])) ++n;
-  while (n == 11 && parse_u64(c, extra)) {}  // statistics past the 11th: not ours
-  skip_blanks(c);
-  if (!c.done()) return -1;  // trailing junk
-  if (n == 4) {
-    l.v[kReads] = s[0], l.v[kSectorsRead] = s[1], l.v[kWrites] = s[2], l.v[kSectorsWritten] = s[3];
-    l.v[kIoTicks] = l.v[kReadTicks] = l.v[kWriteTicks] = 0;
-    l.has_times = false;
-    return 1;
-  }
-  if (n != 11) return -1;
-  l.v[kReads] = s[0], l.v[kSectorsRead] = s[2], l.v[kReadTicks] = s[3];
-  l.v[kWrites] = s[4], l.v[kSectorsWritten] = s[6], l.v[kWriteTicks] = s[7];
-  l.v[kIoTicks] = s[9];
-  l.has_times = true;
-  return 1;
-}
 
 class DiskstatsSource final : public FileSource {
  public:
@@ -71,8 +34,8 @@ class DiskstatsSource final : public FileSource {
     std::string_view bad;
     size_t good = 0;
     while (lines.next(c)) {
-      Line l;
-      int r = parse_line(c, l);
+      DiskstatsLine l;
+      int r = parse_diskstats_line(c, l);
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
       if (r <= 0) continue;
       ++good;
@@ -80,7 +43,7 @@ class DiskstatsSource final : public FileSource {
       for (auto& ch : sysname)
         if (ch == '/') ch = '!';
       if (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0) continue;
-      disks_.push_back(CounterDevice<kCounters>{name, {}, 0, false});
+      disks_.push_back(CounterDevice<kDiskCounters>{name, {}, 0, false});
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     if (good == 0 && !bad.empty()) return false;
@@ -96,12 +59,12 @@ class DiskstatsSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<DiskstatsSource>();
-    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kCounters>{d.name, {}, 0, false});
+    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters>{d.name, {}, 0, false});
     return s;
   }
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
-    auto fill = [&](size_t k, const Line& l, const uint64_t* delta, double dt) {
+    auto fill = [&](size_t k, const DiskstatsLine& l, const uint64_t* delta, double dt) {
       if (!out) return;
       const Counter* c = disks_[k].c;
       double* o = out + k * kPerDisk;
@@ -124,18 +87,18 @@ class DiskstatsSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);
     };
-    std::string_view bad = scan_counter_devices<kCounters, Line>(file_, disks_, mono_ns, parse_line, fill, gone);
+    std::string_view bad = scan_counter_devices<kDiskCounters, DiskstatsLine>(file_, disks_, mono_ns, parse_diskstats_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 
  private:
-  std::vector<CounterDevice<kCounters>> disks_;
+  std::vector<CounterDevice<kDiskCounters>> disks_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(disk, make_diskstats_source);
 

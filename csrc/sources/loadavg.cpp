@@ -1,4 +1,5 @@
 // /proc/loadavg: "1m 5m 15m running/total last_pid".
+#include "parse/loadavg.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
@@ -20,25 +21,22 @@ class LoadavgSource final : public FileSource {
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<LoadavgSource>(); }
 
   bool parse(int64_t, double* out, std::string& err) override {
-    double scratch[5];
-    if (!out) out = scratch;
-    Cursor c{file_.data(), file_.data() + file_.size()};
-    double running, total;
-    bool ok = parse_decimal(c, out[0]) && parse_decimal(c, out[1]) && parse_decimal(c, out[2]) &&
-              parse_digits_double(c, running) && c.p < c.end && *c.p++ == '/' && parse_digits_double(c, total);
-    if (!ok) {
-      err = file_.path() + ": malformed: '" + std::string(file_.data(), file_.size()) + "'";
+    LoadavgSnapshot l;
+    if (!parse_loadavg(file_.data(), file_.size(), l, err)) {
+      err = file_.path() + ": " + err;
       return false;
     }
-    out[3] = running;
-    out[4] = total;
+    if (!out) return true;
+    for (int i = 0; i < 3; ++i) out[i] = l.avg[i];
+    out[3] = l.running;
+    out[4] = l.total;
     return true;
   }
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_loadavg_source() { return std::make_unique<LoadavgSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(load, make_loadavg_source);
 

@@ -3,27 +3,18 @@
 #include <cstring>
 #include <limits>
 
+#include "parse/meminfo.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
 
-enum Key { kMemTotal, kMemFree, kMemAvailable, kBuffers, kCached, kDirty, kWriteback, kSwapTotal, kSwapFree, kKeys };
-constexpr const char* kKeyNames[kKeys] = {"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
-                                          "Dirty", "Writeback", "SwapTotal", "SwapFree"};
-
 constexpr const char* kChannels[] = {
     "memory/total_bytes",   "memory/available_bytes", "memory/used_bytes",      "memory/free_bytes",
     "memory/buffers_bytes", "memory/cached_bytes",    "memory/dirty_bytes",     "memory/writeback_bytes",
     "memory/used_percent",  "swap/total_bytes",       "swap/used_bytes",        "swap/free_bytes"};
 constexpr size_t kWidth = sizeof(kChannels) / sizeof(kChannels[0]);
-
-int key_index(const char* k, size_t n) {
-  for (int i = 0; i < kKeys; ++i)
-    if (std::strlen(kKeyNames[i]) == n && std::memcmp(kKeyNames[i], k, n) == 0) return i;
-  return -1;
-}
 
 class MeminfoSource final : public FileSource {
  public:
@@ -40,40 +31,13 @@ class MeminfoSource final : public FileSource {
   bool parse(int64_t, double* out, std::string& err) override {
     double scratch[kWidth];
     if (!out) out = scratch;
-    double v[kKeys];
-    unsigned found = 0;
-    const char* bad = nullptr;
-    const char* bad_end = nullptr;
-    LineReader lines(file_.data(), file_.size());
-    Cursor c;
-    while (lines.next(c) && found != (1u << kKeys) - 1) {
-      const char* colon = static_cast<const char*>(std::memchr(c.p, ':', size_t(c.end - c.p)));
-      if (!colon) {
-        if (c.p != c.end) bad = c.p, bad_end = c.end;
-        continue;
-      }
-      int k = key_index(c.p, size_t(colon - c.p));
-      if (k < 0) continue;
-      Cursor val{colon + 1, c.end};
-      double x;
-      if (!parse_digits_double(val, x)) {  // not a number, or too large for a double
-        bad = c.p, bad_end = c.end;
-        continue;
-      }
-      skip_blanks(val);
-      if (val.end - val.p >= 2 && val.p[0] == 'k' && val.p[1] == 'B') x *= 1024.0;  // kB is KiB here
-      if (!(x <= std::numeric_limits<double>::max())) {  // over 1.7e308 once scaled: never inf
-        bad = c.p, bad_end = c.end;
-        continue;
-      }
-      v[k] = x;
-      found |= 1u << k;
-    }
-    auto has = [&](int k) { return (found >> k) & 1u; };
-    if (!has(kMemTotal) || !has(kMemFree)) {
-      err = file_.path() + (bad ? ": malformed line: '" + std::string(bad, bad_end) + "'" : std::string(": no MemTotal/MemFree"));
+    MeminfoSnapshot m;
+    if (!parse_meminfo(file_.data(), file_.size(), m, err)) {
+      err = file_.path() + ": " + err;
       return false;
     }
+    const double* v = m.bytes;
+    auto has = [&](int k) { return m.has(k); };
     auto get = [&](int k) { return has(k) ? v[k] : kNaN; };
     // Virtualization layers have reported wrapped negatives as huge free counts: free and available
     // are at most the total, so used is never negative and used_percent lies in [0, 100].
@@ -97,14 +61,14 @@ class MeminfoSource final : public FileSource {
     out[9] = st;
     out[10] = st - sf;  // NaN if either is unknown
     out[11] = sf;
-    if (bad) malformed(file_, std::string_view(bad, size_t(bad_end - bad)), err);
+    if (!m.bad.empty()) malformed(file_, m.bad, err);
     return true;
   }
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_meminfo_source() { return std::make_unique<MeminfoSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(memory, make_meminfo_source);
 

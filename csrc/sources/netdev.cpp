@@ -1,45 +1,17 @@
 // /proc/net/dev: per-interface byte, packet, error and drop counters.
 #include <cstring>
 
+#include "parse/net_dev.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
 namespace sysprof {
 namespace {
 
-// Columns: receive bytes packets errs drop fifo frame compressed multicast, then transmit bytes
-// packets errs drop fifo colls carrier compressed.
-enum { kBytesRecv, kBytesSent, kPacketsRecv, kPacketsSent, kErrIn, kErrOut, kDropIn, kDropOut, kCounters };
-constexpr int kColumn[kCounters] = {0, 8, 1, 9, 2, 10, 3, 11};
-
 constexpr const char* kFields[] = {"bytes_recv", "bytes_sent", "packets_recv", "packets_sent", "errors_in",
                                    "errors_out", "drops_in", "drops_out", "bytes_recv_per_second",
                                    "bytes_sent_per_second", "packets_recv_per_second", "packets_sent_per_second"};
 constexpr size_t kPerNic = sizeof(kFields) / sizeof(kFields[0]);
-
-struct Line {
-  std::string_view name;
-  uint64_t v[kCounters];
-};
-
-// The name is everything before the LAST ':' (aliases such as "eth0:1" contain one, and long
-// names run into the numbers with no blank after the colon). The two header lines have no ':'
-// but a '|'.
-int parse_line(Cursor c, Line& l) {
-  if (c.done()) return 0;
-  const char* colon = static_cast<const char*>(memrchr(c.p, ':', size_t(c.end - c.p)));
-  if (!colon) return std::memchr(c.p, '|', size_t(c.end - c.p)) ? 0 : -1;
-  Cursor n{c.p, colon};
-  skip_blanks(n);
-  if (n.p == colon) return -1;
-  l.name = std::string_view(n.p, size_t(colon - n.p));
-  Cursor v{colon + 1, c.end};
-  uint64_t s[16];  // the 16 columns net-procfs.c prints; any past them (a future kernel) are not read
-  for (int i = 0; i < 16; ++i)
-    if (!parse_u64(v, s[i])) return -1;
-  for (int i = 0; i < kCounters; ++i) l.v[i] = s[kColumn[i]];
-  return 1;
-}
 
 class NetdevSource final : public FileSource {
  public:
@@ -54,10 +26,10 @@ class NetdevSource final : public FileSource {
     Cursor c;
     std::string_view bad;
     while (lines.next(c)) {
-      Line l;
-      int r = parse_line(c, l);
+      NetDevLine l;
+      int r = parse_net_dev_line(c, l);
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
-      if (r > 0) nics_.push_back(CounterDevice<kCounters>{std::string(l.name), {}, 0, false});
+      if (r > 0) nics_.push_back(CounterDevice<kNetCounters>{std::string(l.name), {}, 0, false});
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     return !(nics_.empty() && !bad.empty());
@@ -71,15 +43,15 @@ class NetdevSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<NetdevSource>();
-    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kCounters>{n.name, {}, 0, false});
+    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters>{n.name, {}, 0, false});
     return s;
   }
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
-    auto fill = [&](size_t k, const Line&, const uint64_t* delta, double dt) {
+    auto fill = [&](size_t k, const NetDevLine&, const uint64_t* delta, double dt) {
       if (!out) return;
       double* o = out + k * kPerNic;
-      for (int i = 0; i < kCounters; ++i) o[i] = nics_[k].c[i].total();
+      for (int i = 0; i < kNetCounters; ++i) o[i] = nics_[k].c[i].total();
       o[8] = rate(delta[kBytesRecv], dt);
       o[9] = rate(delta[kBytesSent], dt);
       o[10] = rate(delta[kPacketsRecv], dt);
@@ -88,18 +60,18 @@ class NetdevSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerNic, kPerNic);
     };
-    std::string_view bad = scan_counter_devices<kCounters, Line>(file_, nics_, mono_ns, parse_line, fill, gone);
+    std::string_view bad = scan_counter_devices<kNetCounters, NetDevLine>(file_, nics_, mono_ns, parse_net_dev_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 
  private:
-  std::vector<CounterDevice<kCounters>> nics_;
+  std::vector<CounterDevice<kNetCounters>> nics_;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_netdev_source() { return std::make_unique<NetdevSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(net, make_netdev_source);
 

@@ -4,6 +4,7 @@
 // avgN are percents over N-second windows; total is cumulative stall time in microseconds. Its rate
 // is the share of wall time stalled over one tick, far finer than the 10 s window. cpu has a full
 // line only since 5.13 (and it reads 0 system-wide).
+#include "parse/psi.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 #include "sources/source_group.hpp"
@@ -16,27 +17,6 @@ constexpr const char* kKinds[] = {"some", "full"};
 constexpr const char* kFields[] = {"avg10_percent", "avg60_percent", "avg300_percent", "seconds_total",
                                    "seconds_per_second"};
 constexpr size_t kPerKind = 5;
-
-struct PsiLine {
-  double avg[3];
-  uint64_t total_us;
-};
-
-// The fields after "some"/"full", matched by key so that a key added later is skipped, not misread.
-bool parse_psi_fields(Cursor& c, PsiLine& l) {
-  unsigned found = 0;
-  for (std::string_view tok = next_token(c); !tok.empty(); tok = next_token(c)) {
-    size_t eq = tok.find('=');
-    if (eq == std::string_view::npos) return false;
-    std::string_view key = tok.substr(0, eq);
-    Cursor v{tok.data() + eq + 1, tok.data() + tok.size()};
-    int k = key == "avg10" ? 0 : key == "avg60" ? 1 : key == "avg300" ? 2 : key == "total" ? 3 : -1;
-    bool ok = k < 0 || (k < 3 ? parse_decimal(v, l.avg[k]) : parse_u64(v, l.total_us));
-    if (!ok || !v.done()) return false;
-    if (k >= 0) found |= 1u << k;
-  }
-  return found == 0xF;
-}
 
 class PsiFile final : public FileSource {
  public:
@@ -68,13 +48,12 @@ class PsiFile final : public FileSource {
     std::string_view bad;
     LineReader lines(file_.data(), file_.size());
     Cursor c;
+    PsiLine l;
     while (lines.next(c)) {
-      Cursor line = c;
-      std::string_view kind = next_token(c);
-      int k = kind == "some" ? 0 : kind == "full" ? 1 : -1;
-      PsiLine l;
-      if (k < 0 || seen[k] || !parse_psi_fields(c, l)) {
-        if (line.p != line.end) bad = std::string_view(line.p, size_t(line.end - line.p));
+      int r = parse_psi_line(c, l);
+      int k = l.kind;
+      if (r <= 0 || seen[k]) {
+        if (c.p != c.end) bad = std::string_view(c.p, size_t(c.end - c.p));
         continue;
       }
       seen[k] = true;
@@ -105,8 +84,6 @@ class PsiFile final : public FileSource {
   bool parsed_ = false;
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_pressure_source() {
   return std::make_unique<SourceGroup>("pressure", [](const Config&, std::vector<std::unique_ptr<Source>>& parts,
                                                       std::string&) {
@@ -114,6 +91,8 @@ std::unique_ptr<Source> make_pressure_source() {
     return true;
   });
 }
+
+}  // namespace
 
 SYSPROF_SOURCE(pressure, make_pressure_source);
 

@@ -6,7 +6,7 @@
 
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
-#include "io/proc_stat.hpp"
+#include "parse/pid_stat.hpp"
 
 namespace sysprof {
 namespace {
@@ -52,7 +52,7 @@ class ProcessSource final : public FileSource {
 
   bool parse(int64_t mono_ns, double* out, std::string& err) override {
     ProcStat s;
-    if (!parse_stat(file_.data(), file_.size(), s)) {
+    if (!parse_pid_stat(file_.data(), file_.size(), s)) {
       err = file_.path() + ": malformed";
       return false;
     }
@@ -86,9 +86,12 @@ class ProcessSource final : public FileSource {
   // once a second: taskset and numactl change it at run time). They bound cpu_percent.
   void refresh_cpus(int64_t mono_ns) {
     next_affinity_ns_ = mono_ns + 1000000000;
+    unsigned n = 0;
+#ifdef __linux__
     cpu_set_t set;
     CPU_ZERO(&set);
-    unsigned n = sched_getaffinity(affinity_pid_, sizeof set, &set) == 0 ? unsigned(CPU_COUNT(&set)) : 0;
+    if (sched_getaffinity(affinity_pid_, sizeof set, &set) == 0) n = unsigned(CPU_COUNT(&set));
+#endif
     cpus_ = n > 0 && n < online_ ? n : online_;
   }
 
@@ -101,9 +104,9 @@ class ProcessSource final : public FileSource {
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_process_source() { return std::make_unique<ProcessSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(process, make_process_source);
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "io/proc_file.hpp"
-#include "io/proc_stat.hpp"
+#include "parse/pid_stat.hpp"
 #include "sources/registry.hpp"
 #include "sources/source.hpp"
 
@@ -157,7 +157,7 @@ class ProcessTreeSource final : public Source {
         --budget;
         ProcStat s;
         if (read_small_file(join(proc_root_, e->d_name) + "/stat", buf_, scratch_) &&
-            parse_stat(buf_.data(), buf_.size(), s))
+            parse_pid_stat(buf_.data(), buf_.size(), s))
           links_.emplace_back(std::strtoll(e->d_name, nullptr, 10), s.ppid);
         continue;
       }
@@ -236,7 +236,7 @@ class ProcessTreeSource final : public Source {
       Member& m = members_[k];
       if (!m.active) continue;
       ProcStat s;
-      if (!m.file.read(scratch_) || !parse_stat(m.file.data(), m.file.size(), s)) {
+      if (!m.file.read(scratch_) || !parse_pid_stat(m.file.data(), m.file.size(), s)) {
         close(m);  // reaped (ESRCH) or unreadable: gone until a discovery finds it again
         continue;
       }
@@ -297,9 +297,9 @@ class ProcessTreeSource final : public Source {
   double page_bytes_ = double(sysconf(_SC_PAGESIZE));
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_process_tree_source() { return std::make_unique<ProcessTreeSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(process_tree, make_process_tree_source);
 

@@ -17,6 +17,8 @@ using SourceFactory = std::unique_ptr<Source> (*)();
 std::vector<std::pair<std::string, SourceFactory>>& source_registry();
 // The factory of a registered source, or nullptr.
 SourceFactory find_source(const std::string& name);
+// The registered names, sorted.
+std::vector<std::string> source_names();
 
 struct SourceRegistration {
   SourceRegistration(const char* name, SourceFactory factory) { source_registry().emplace_back(name, factory); }

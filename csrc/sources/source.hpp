@@ -18,8 +18,15 @@ namespace sysprof {
 struct Config {
   int64_t interval_ns = 1000000;
   size_t capacity = 65536;
-  bool cpu = true, per_cpu = false, memory = true, disk = true, net = true;
-  bool load = false, process = false, process_tree = false, pressure = false, cgroup = false, gpu = false;
+  // Registered source names (sources/registry.hpp), in construction order = row order.
+  std::vector<std::string> sources = {"cpu", "memory", "disk", "net"};
+  // Boolean options of the sources that are on (e.g. "per_cpu").
+  std::vector<std::string> options;
+  bool option(const char* name) const {
+    for (const auto& o : options)
+      if (o == name) return true;
+    return false;
+  }
   int64_t pid = -1;  // -1: this process (/proc/self); the process_tree root; whose cgroup the cgroup source reads
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
@@ -45,18 +52,6 @@ class Source {
  protected:
   size_t width_ = 0;
 };
-
-// Sources by name: cpu, memory (with swap), disk, net, load, process, process_tree, pressure, cgroup.
-std::unique_ptr<Source> make_cpu_source();
-std::unique_ptr<Source> make_meminfo_source();
-std::unique_ptr<Source> make_diskstats_source();
-std::unique_ptr<Source> make_netdev_source();
-std::unique_ptr<Source> make_loadavg_source();
-std::unique_ptr<Source> make_process_source();
-std::unique_ptr<Source> make_process_tree_source();  // the process and its descendants, summed
-std::unique_ptr<Source> make_pressure_source();  // /proc/pressure/{cpu,memory,io}
-std::unique_ptr<Source> make_cgroup_source();    // cgroup v2 files of the sampled process
-std::unique_ptr<Source> make_nvml_source();  // gpu: NVML loaded with dlopen at run time
 
 inline int64_t clock_ns(clockid_t id) {
   timespec ts;

@@ -207,6 +207,26 @@ def _cgroup() -> Tuple[ChannelSpec, ...]:
     )
 
 
+def _vmstat() -> Tuple[ChannelSpec, ...]:
+    """/proc/vmstat counters (csrc/parse/vmstat.hpp): NaN where this kernel has no such key."""
+    rows = (("pgfault", "page faults (minor and major)", "pgfault"),
+            ("pgmajfault", "major page faults (needed I/O)", "pgmajfault"),
+            ("pswpin", "pages swapped in", "pswpin"), ("pswpout", "pages swapped out", "pswpout"),
+            ("pgscan_kswapd", "pages scanned by kswapd", "pgscan_kswapd (per-zone keys summed before 4.8)"),
+            ("pgscan_direct", "pages scanned by direct reclaim", "pgscan_direct (per-zone keys summed before 4.8)"),
+            ("pgsteal_kswapd", "pages reclaimed by kswapd", "pgsteal_kswapd (per-zone keys summed before 4.8)"),
+            ("pgsteal_direct", "pages reclaimed by direct reclaim",
+             "pgsteal_direct (per-zone keys summed before 4.8)"),
+            ("oom_kill", "processes killed by the OOM killer (4.13+)", "oom_kill"),
+            ("workingset_refault_anon", "refaults of evicted anonymous pages (5.9+)", "workingset_refault_anon"),
+            ("workingset_refault_file", "refaults of evicted file pages",
+             "workingset_refault_file (workingset_refault before 5.9)"))
+    totals = [_ch(f"vmstat/{n}_total", "", "counter", f"{h}, since boot", f) for n, h, f in rows]
+    rates = [_ch(f"vmstat/{n}_per_second", "/s", "rate", f"{h}, per second", f) for n, h, f in rows[:2]]
+    out = totals[:2] + rates + totals[2:]
+    return tuple(out)
+
+
 def _gpu() -> Tuple[ChannelSpec, ...]:
     rows = (
         ("utilization_percent", "%", "gauge", "time a kernel ran, over NVML's last 1/6-1 s", "nvmlDeviceGetUtilizationRates gpu"),
@@ -254,6 +274,7 @@ SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
                portable=False),
     SourceSpec("cgroup", "memory, CPU and I/O of the process's cgroup v2", "/sys/fs/cgroup/<path>/", _cgroup(),
                follows_pid=True, portable=False),
+    SourceSpec("vmstat", "page faults, swapping, reclaim and OOM kills", "/proc/vmstat", _vmstat(), portable=False),
     SourceSpec("gpu", "NVIDIA GPUs through NVML", "NVML", _gpu()),
 )}
 

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .. import forks
+from .registry import SOURCES
 
 try:
     from .. import _native
@@ -85,48 +86,73 @@ class Batch:
         return self.values[:, i]
 
 
+def _keywords() -> Dict[str, bool]:
+    """Sampler's source keywords, in registry order: each source (default ``SourceSpec.default``), then its
+    options (default off)."""
+    out: Dict[str, bool] = {}
+    for spec in SOURCES.values():
+        out[spec.name] = spec.default
+        for opt in spec.options:
+            out[opt.name] = False
+    return out
+
+
+SOURCE_KEYWORDS: Dict[str, bool] = _keywords()
+_OPTION_OF = {opt.name: spec.name for spec in SOURCES.values() for opt in spec.options}
+
+
+def _or_list(words: List[str]) -> str:
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def _sources_doc() -> str:
+    lines = []
+    for spec in SOURCES.values():
+        extra = [] if spec.portable else ["native backend only"]
+        if spec.follows_pid:
+            extra.append("follows pid")
+        note = f" ({'; '.join(extra)})" if extra else ""
+        lines.append(f"        {spec.name}={spec.default}: {spec.help}, from {spec.file}{note}.")
+        for opt in spec.options:
+            lines.append(f"        {opt.name}=False: {opt.help} (with {spec.name}).")
+    return "\n".join(lines)
+
+
 class Sampler:
     """Samples system metrics every ``interval`` seconds on a background thread into a ring buffer.
 
     Args:
         interval: seconds between samples (> 0). Deadlines are absolute; a missed deadline is
             skipped and counted in ``stats["missed_deadlines"]``.
-        cpu: ``cpu/percent`` and ``cpu/<mode>_percent`` from /proc/stat tick deltas.
-        per_cpu: also ``cpu/<id>/percent`` per CPU id (NaN while a CPU is offline).
-        memory: ``memory/*_bytes``, ``memory/used_percent`` and ``swap/*_bytes`` from /proc/meminfo.
-        disk: ``disk/<dev>/...`` per whole disk from /proc/diskstats (totals and ``*_per_second``).
-        net: ``net/<nic>/...`` per interface from /proc/net/dev (totals and ``*_per_second``).
-        load: ``load/1m``, ``load/5m``, ``load/15m``, ``load/procs_running``, ``load/procs_total``.
-        process: ``process/*`` of ``pid`` (default: this process) from /proc/<pid>/stat.
-        process_tree: ``process_tree/*``: ``pid`` (default: this process) and all its descendants
-            (e.g. DataLoader workers), summed: ``num_processes``, ``rss_bytes``, ``cpu_percent``,
-            ``cpu_seconds_total`` (of the members alive now: drops when one exits), ``num_threads``.
-            Members are re-discovered at most every 100 ms; at most 256 are followed.
-        pressure: ``pressure/{cpu,memory,io}/{some,full}_*`` stall information from /proc/pressure
-            (Linux 4.20+ with PSI); a missing resource is left out and named in ``errors``.
-        cgroup: ``cgroup/*`` memory, CPU and I/O of the cgroup v2 of ``pid`` (default: this process);
-            a controller file that is absent is left out and named in ``errors``.
         capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
-        pid: process to follow with ``process=True`` / ``process_tree=True`` (and whose cgroup
-            ``cgroup=True`` reads); None for this process.
-        gpu: GPU channels (``gpu/<index>/...``), where supported.
+        pid: process followed by the sources that follow a pid ({follows}); None for this process.
+        **sources: one boolean keyword per source and per source option, from the registry
+            (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
+            the README):
+
+{sources}
 
     Raises:
+        TypeError: a keyword that is neither an argument above nor a source or option.
         ValueError: naming the argument, for an interval outside [1 µs, 1 day], a capacity outside
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
-            unavailable, a pid without process, process_tree or cgroup, or a custom proc_root with psutil.
+            unavailable, a pid without a source that follows it, or a custom proc_root with psutil.
 
-    All channels are float64 in Prometheus base units (bytes, seconds, percent); see README.
+    A source that cannot be read here has no channels and an entry in ``errors``. All channels are
+    float64 in Prometheus base units (bytes, seconds, percent); see README.
     """
 
-    def __init__(self, interval: float = 0.001, cpu: bool = True, per_cpu: bool = False,
-                 memory: bool = True, disk: bool = True, net: bool = True, load: bool = False,
-                 process: bool = False, capacity: int = 65536, backend: str = "auto",
+    __doc__ = __doc__.format(follows=", ".join(n for n, s in SOURCES.items() if s.follows_pid), sources=_sources_doc())
+
+    def __init__(self, interval: float = 0.001, *, capacity: int = 65536, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
-                 gpu: bool = False, pressure: bool = False, cgroup: bool = False,
-                 process_tree: bool = False) -> None:
+                 **sources: bool) -> None:
+        for key in sources:
+            if key not in SOURCE_KEYWORDS:
+                raise TypeError(f"{type(self).__qualname__}.__init__() got an unexpected keyword argument {key!r}")
+        flags = {k: bool(sources.get(k, default)) for k, default in SOURCE_KEYWORDS.items()}
         if (isinstance(interval, bool) or not isinstance(interval, (int, float))
                 or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
             raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
@@ -137,8 +163,9 @@ class Sampler:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
-        if pid is not None and not (process or process_tree or cgroup):
-            raise ValueError("pid is only read by process=True, process_tree=True or cgroup=True; "
+        followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
+        if pid is not None and not any(flags[n] for n in followers):
+            raise ValueError(f"pid is only read by {_or_list([n + '=True' for n in followers])}; "
                              "enable one of them")
         ok, why = native_available()
         if proc_root != "/proc" and _native is not None:
@@ -151,13 +178,13 @@ class Sampler:
         self.interval = float(interval)
         self.capacity = capacity
         self._generation = forks.generation()  # a later one: inherited (the extension counts with pthread_atfork)
-        flags = dict(cpu=cpu, per_cpu=per_cpu, memory=memory, disk=disk, net=net, load=load,
-                     process=process, gpu=gpu, pressure=pressure, cgroup=cgroup, process_tree=process_tree)
         if self.backend == "native":
+            on = [n for n in SOURCES if flags[n]]  # registry order is row order
+            options = [o for o, src in _OPTION_OF.items() if flags[o] and flags[src]]
             try:
                 self._impl = _native.NativeSampler(
-                    interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity,
-                    pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root, **flags)
+                    interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity, sources=on,
+                    options=options, pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root)
             except MemoryError:
                 raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
                                  "per channel plus 8") from None
@@ -179,9 +206,7 @@ class Sampler:
 
     @property
     def errors(self) -> Dict[str, str]:
-        """Source name ("cpu", "memory", "disk", "net", "load", "process", "process_tree", "pressure",
-        "cgroup", "gpu")
-        -> latest problem.
+        """Source name (a key of ``registry.SOURCES``, or "sampler") -> latest problem.
 
         A source that could not be opened has no channels; one failing later reads NaN for that row.
         """

@@ -1,7 +1,7 @@
 // Cost of the Collector's range pass on the host set (cpu + per-cpu + memory + disk + net + load),
 // on this machine's /proc: CPU ns per row of RangeRules::count() alone, and wall ns of Collector::sample() with
 // enforcement on and off, interleaved. Build and run (release flags, as the extension):
-//   g++ -std=c++17 -O3 -pthread -Icsrc tests/fuzz/bench_ranges.cpp $(ls csrc/*.cpp | grep -v bindings) -ldl -o build/bench_ranges && build/bench_ranges
+//   g++ -std=c++17 -O3 -pthread -Icsrc tests/fuzz/bench_ranges.cpp $(find csrc -name '*.cpp' ! -name bindings.cpp ! -path 'csrc/tests/*') -ldl -o build/bench_ranges && build/bench_ranges
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -12,7 +12,8 @@ using namespace sysprof;
 
 int main() {
   Config cfg;
-  cfg.per_cpu = cfg.load = true;
+  cfg.sources.push_back("load");
+  cfg.options = {"per_cpu"};
   ErrorLog log;
   std::vector<std::string> channels;
   Collector on(cfg, channels, log), off(on, cfg, log);

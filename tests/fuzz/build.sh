@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${FUZZ_OUT:-build/fuzz}
-TARGETS="cpu per_cpu meminfo diskstats netdev loadavg process process_tree pressure cgroup_memory cgroup_cpu cgroup_io"
+TARGETS="cpu per_cpu meminfo diskstats netdev loadavg process process_tree pressure cgroup_memory cgroup_cpu cgroup_io vmstat"
 MODE=libfuzzer
 if [[ "${1:-}" == "--replay" ]] || ! command -v "${FUZZ_CLANG:-clang++}" >/dev/null 2>&1; then MODE=replay; fi
 

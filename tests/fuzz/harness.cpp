@@ -56,25 +56,26 @@ std::vector<Target> targets() {
   std::vector<std::pair<std::string, std::string>> cg_base = {{"proc/self/cgroup", "0::/fuzz\n"},
                                                               {"sys/fs/cgroup/cgroup.controllers", "cpu io memory\n"}};
   return {
-      {"cpu", "proc/stat", {"proc/stat"}, {}, {}, [](Config& c) { c.cpu = true; }},
+      {"cpu", "proc/stat", {"proc/stat"}, {}, {}, [](Config& c) { c.sources = {"cpu"}; }},
       {"per_cpu", "proc/stat", {"proc/stat", "sys/devices/system/cpu/possible", online}, {}, {},
-       [](Config& c) { c.cpu = c.per_cpu = true; }},
-      {"meminfo", "proc/meminfo", {"proc/meminfo"}, {}, {}, [](Config& c) { c.memory = true; }},
+       [](Config& c) { c.sources = {"cpu"}, c.options = {"per_cpu"}; }},
+      {"meminfo", "proc/meminfo", {"proc/meminfo"}, {}, {}, [](Config& c) { c.sources = {"memory"}; }},
       {"diskstats", "proc/diskstats", {"proc/diskstats", "sys/block/*"}, {"sys/block"}, {},
-       [](Config& c) { c.disk = true; }},
-      {"netdev", "proc/net/dev", {"proc/net/dev"}, {}, {}, [](Config& c) { c.net = true; }},
-      {"loadavg", "proc/loadavg", {"proc/loadavg"}, {}, {}, [](Config& c) { c.load = true; }},
-      {"process", "proc/self/stat", {"proc/self/stat", online}, {}, {}, [](Config& c) { c.process = true; }},
+       [](Config& c) { c.sources = {"disk"}; }},
+      {"netdev", "proc/net/dev", {"proc/net/dev"}, {}, {}, [](Config& c) { c.sources = {"net"}; }},
+      {"loadavg", "proc/loadavg", {"proc/loadavg"}, {}, {}, [](Config& c) { c.sources = {"load"}; }},
+      {"process", "proc/self/stat", {"proc/self/stat", online}, {}, {}, [](Config& c) { c.sources = {"process"}; }},
       {"process_tree", "proc/self/stat", {"proc/self/stat", "proc/#/stat", "proc/#/task/#/children", online}, {}, {},
-       [](Config& c) { c.process_tree = true; }},
+       [](Config& c) { c.sources = {"process_tree"}; }},
       {"pressure", "proc/pressure/cpu", {"proc/pressure/cpu", "proc/pressure/memory", "proc/pressure/io"}, {}, {},
-       [](Config& c) { c.pressure = true; }},
+       [](Config& c) { c.sources = {"pressure"}; }},
       {"cgroup_memory", "sys/fs/cgroup/fuzz/memory.current",
        {cg + "memory.current", cg + "memory.max", cg + "memory.stat"}, {cg}, cg_base,
-       [](Config& c) { c.cgroup = true; }},
+       [](Config& c) { c.sources = {"cgroup"}; }},
       {"cgroup_cpu", "sys/fs/cgroup/fuzz/cpu.stat", {cg + "cpu.stat", cg + "cpu.max", online}, {cg}, cg_base,
-       [](Config& c) { c.cgroup = true; }},
-      {"cgroup_io", "sys/fs/cgroup/fuzz/io.stat", {cg + "io.stat"}, {cg}, cg_base, [](Config& c) { c.cgroup = true; }},
+       [](Config& c) { c.sources = {"cgroup"}; }},
+      {"cgroup_io", "sys/fs/cgroup/fuzz/io.stat", {cg + "io.stat"}, {cg}, cg_base, [](Config& c) { c.sources = {"cgroup"}; }},
+      {"vmstat", "proc/vmstat", {"proc/vmstat"}, {}, {}, [](Config& c) { c.sources = {"vmstat"}; }},
   };
 }
 
@@ -255,7 +256,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s.reading == 1) fake.write(s.path, s.data, s.size);
 
   Config cfg;
-  cfg.cpu = cfg.memory = cfg.disk = cfg.net = false;
+  cfg.sources.clear();
   t.configure(cfg);
   cfg.proc_root = fake.root() + "/proc";
   cfg.sys_root = fake.root() + "/sys";

@@ -36,6 +36,7 @@ TARGETS = {
     "cgroup_memory": (CG + "memory.current", [CG + "memory.current", CG + "memory.max", CG + "memory.stat"]),
     "cgroup_cpu": (CG + "cpu.stat", [CG + "cpu.stat", CG + "cpu.max", ONLINE]),
     "cgroup_io": (CG + "io.stat", [CG + "io.stat"]),
+    "vmstat": ("proc/vmstat", ["proc/vmstat"]),
 }
 
 
@@ -98,7 +99,8 @@ def live_pairs():
             p = line[3:].lstrip("/")
             cg = cg / p if (cg / "cgroup.controllers").exists() else cg / "unified" / p
     paths = {"proc/stat": "/proc/stat", "proc/meminfo": "/proc/meminfo", "proc/diskstats": "/proc/diskstats",
-             "proc/net/dev": "/proc/net/dev", "proc/loadavg": "/proc/loadavg", "proc/self/stat": "/proc/self/stat",
+             "proc/net/dev": "/proc/net/dev", "proc/loadavg": "/proc/loadavg", "proc/vmstat": "/proc/vmstat",
+             "proc/self/stat": "/proc/self/stat",
              "sys/devices/system/cpu/possible": "/sys/devices/system/cpu/possible", ONLINE: "/sys/" + ONLINE[4:]}
     for r in ("cpu", "memory", "io"):
         paths[f"proc/pressure/{r}"] = f"/proc/pressure/{r}"
@@ -248,6 +250,17 @@ HAND = {
         "sum_overflow": ({CG + "io.stat": b"8:0 rbytes=18446744073709551615 wbytes=1\n8:16 rbytes=18446744073709551615 wbytes=1\n"}, {}),
         "empty_then_io": ({CG + "io.stat": b""}, {CG + "io.stat": b"8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n"}),
     },
+    "vmstat": {  # mm/vmstat.c: per-zone reclaim keys before 4.8, one workingset_refault before 5.9
+        "k4.4_zoned": ({"proc/vmstat": b"pgfault 10\npgmajfault 1\npgscan_kswapd_dma32 5\npgscan_kswapd_normal 7\n"
+                                       b"pgscan_direct_throttle 3\npgsteal_direct_normal 2\nworkingset_refault 9\n"},
+                       {"proc/vmstat": b"pgfault 20\npgmajfault 1\npgscan_kswapd_dma32 4\npgscan_kswapd_normal 9\n"
+                                       b"pgsteal_direct_normal 2\nworkingset_refault 11\n"}),
+        "zone_sum_overflow": ({"proc/vmstat": b"pgscan_kswapd_normal 18446744073709551615\npgscan_kswapd_movable 1\n"
+                                              b"pgfault 18446744073709551615\n"},
+                              {"proc/vmstat": b"pgscan_kswapd_normal 0\npgfault 0\n"}),
+        "keys_come_and_go": ({"proc/vmstat": b"pgfault 100\noom_kill 1\nworkingset_refault_anon 2\n"},
+                             {"proc/vmstat": b"pgmajfault 3\noom_kill x\nworkingset_refault_file 4\npgfault\n"}),
+    },
 }
 
 
@@ -292,10 +305,11 @@ def variants(r1, r2):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-live", action="store_true", help="leave out this machine's files")
+    ap.add_argument("--only", nargs="+", choices=sorted(TARGETS), help="rewrite these targets' seeds only")
     args = ap.parse_args()
     pairs = list(fixture_pairs()) + ([] if args.no_live else list(live_pairs()))
     total = 0
-    for target in TARGETS:
+    for target in args.only or TARGETS:
         out = HERE / "corpus" / target
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)

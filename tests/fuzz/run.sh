@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${FUZZ_OUT:-build/fuzz}
-ALL="cpu per_cpu meminfo diskstats netdev loadavg process process_tree pressure cgroup_memory cgroup_cpu cgroup_io"
+ALL="cpu per_cpu meminfo diskstats netdev loadavg process process_tree pressure cgroup_memory cgroup_cpu cgroup_io vmstat"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cmd=${1:-}

@@ -65,21 +65,25 @@ def _cpu_tuple(t) -> List[float]:
 class PsutilSampler:
     """Implements the interface sysprof.Sampler expects of a backend (see sampler.py)."""
 
-    def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
-                 cpu: bool, per_cpu: bool, memory: bool, disk: bool, net: bool, load: bool,
-                 process: bool, gpu: bool, pressure: bool = False, cgroup: bool = False,
-                 process_tree: bool = False) -> None:
+    def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str, **flags: bool) -> None:
+        """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off."""
+        from ..registry import SOURCES
+
+        known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
+        for key in flags:
+            if key not in known:
+                raise TypeError(f"PsutilSampler() got an unexpected keyword argument {key!r}")
         self.interval = interval
         self.errors: Dict[str, str] = {}
-        for name, enabled in (("pressure", pressure), ("cgroup", cgroup)):
-            if enabled:  # psutil has no PSI or cgroup API; the native sampler reads those files
+        for name, spec in SOURCES.items():
+            if flags.get(name) and not spec.portable:  # e.g. PSI, cgroup files, vmstat: native readers only
                 self.errors[name] = "only on the native backend"
-        self._sources = [(name, build) for name, enabled, build in (
-            ("cpu", cpu, lambda: self._cpu(per_cpu)), ("memory", memory, self._memory),
-            ("disk", disk, lambda: self._disk(sys_root)), ("net", net, self._net),
-            ("load", load, self._load), ("process", process, lambda: self._process(pid)),
-            ("process_tree", process_tree, lambda: self._process_tree(pid)), ("gpu", gpu, self._gpu))
-            if enabled]
+        builders = {"cpu": lambda: self._cpu(bool(flags.get("per_cpu"))), "memory": self._memory,
+                    "disk": lambda: self._disk(sys_root), "net": self._net, "load": self._load,
+                    "process": lambda: self._process(pid), "process_tree": lambda: self._process_tree(pid),
+                    "gpu": self._gpu}
+        self._sources = [(name, builders[name]) for name, spec in SOURCES.items()
+                         if spec.portable and flags.get(name)]
         self._gpu_state = None  # gpu_pynvml.NvmlState, shared by both readers
         self._readers = self._open_readers()
         self.channels: List[str] = [c for _, names, _ in self._readers for c in names]

@@ -1,4 +1,4 @@
-// Parsing of /proc/<pid>/stat, shared by the process and process_tree sources.
+// /proc/<pid>/stat, shared by the process and process_tree sources (a single line: false = malformed).
 // Field numbers are proc.rst's Table 1-4 (1-based; comm is field 2, state field 3).
 #pragma once
 #include <cstdint>
@@ -19,7 +19,7 @@ struct ProcStat {
   bool gone() const { return state == 'Z' || state == 'X' || state == 'x' || vsize == 0; }
 };
 
-inline bool parse_stat(const char* p, size_t n, ProcStat& s) {
+inline bool parse_pid_stat(const char* p, size_t n, ProcStat& s) {
   // comm may itself hold ") " and blanks: the fields resume after the LAST ')'.
   const char* close = nullptr;
   for (const char* q = p + n; q > p;)
@@ -45,14 +45,6 @@ inline bool parse_stat(const char* p, size_t n, ProcStat& s) {
     }
   }
   return true;
-}
-
-// USER_HZ ticks to nanoseconds in integer arithmetic, saturating at UINT64_MAX (a double product
-// cast to an integer is undefined once it passes 2^63).
-inline uint64_t ticks_to_ns(uint64_t ticks, uint64_t hz) {
-  if (hz == 0) return 0;
-  constexpr uint64_t kNs = 1000000000;
-  return sat_add(sat_mul(ticks / hz, kNs), (ticks % hz) * kNs / hz);  // (ticks % hz) * 1e9 < 2^64 for hz < 1.8e10
 }
 
 }  // namespace sysprof
