@@ -599,3 +599,44 @@ def test_thread_rows_and_cost(fake, capsys):
     with capsys.disabled():
         print(f"\n[fake NVML] 2 devices: sample_ns_mean={s.stats['sample_ns_mean']:.0f} "
               f"p99={s.stats['sample_ns_p99']:.0f} per tick")
+
+
+@needs_native
+def test_python_metric_table_is_the_native_one():
+    from sysprof import _native
+    from sysprof.sampling.portable import nvml_table
+    native = _native.nvml_metrics()
+    assert [m._asdict() for m in nvml_table.METRICS] == native
+    # The rows as the native source asks them (csrc/gpu/nvml_query.cpp), field ids from pynvml.py.
+    assert [(m["metric"], m["field_id"], m["scope"], m["fallback"]) for m in native] == [
+        ("util", None, None, None), ("mem_v2", None, None, "mem_v1"), ("mem_v1", None, None, None),
+        ("power_field", 186, 0, "power_usage"), ("power_usage", None, None, None),
+        ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
+        ("temp_v", None, None, "temp"), ("temp", None, None, None),
+        ("sm_clock", None, None, None), ("mem_clock", None, None, None),
+        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
+        ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None)]
+    # Every channel is written by some row, and the channel list is the registry's.
+    assert {c for m in native for c in m["channels"]} == set(GPU_CHANNELS) == set(nvml_table.CHANNELS)
+    assert nvml_table.CHANNELS == GPU_CHANNELS
+
+
+def test_library_path_rule(tmp_path, monkeypatch):
+    from sysprof.sampling.portable.nvml import library_path, probe_library
+    monkeypatch.delenv("SYSPROF_NVML_LIBRARY", raising=False)
+    assert library_path() == "libnvidia-ml.so.1"
+    monkeypatch.setenv("SYSPROF_NVML_LIBRARY", "")
+    assert library_path() == "libnvidia-ml.so.1"
+    missing = tmp_path / "nowhere" / "libnvidia-ml.so.1"
+    monkeypatch.setenv("SYSPROF_NVML_LIBRARY", str(missing))
+    assert library_path() == str(missing)
+    got = probe_library()
+    assert got["found"] is False and got["library"] is None and got["source"] == "SYSPROF_NVML_LIBRARY"
+    assert got["reason"].startswith(f"NVML library not loadable ({missing}): ")
+
+
+def test_probe_library_finds_the_fake(fake):
+    from sysprof.sampling.portable.nvml import probe_library
+    f = fake()
+    assert probe_library() == {"found": True, "library": f.path, "source": "SYSPROF_NVML_LIBRARY", "reason": None}
+    assert f.calls("nvmlInit_v2") == 0  # dlopen only
