@@ -14,19 +14,15 @@ Fn symbol(void* handle, const char* name) {
   return reinterpret_cast<Fn>(dlsym(handle, name));
 }
 
-bool load_required(Library& lib) {
+// Every symbol sysprof calls. The versioned getters (_v2, V) and their older forms are looked up
+// separately: the metric table asks the newest one and falls back to the older one where it is
+// missing or refused. True: the required ones are there.
+bool resolve(Library& lib) {
   void* h = lib.handle;
   lib.init = symbol<InitFn>(h, "nvmlInit_v2");
   lib.shutdown = symbol<ShutdownFn>(h, "nvmlShutdown");
   lib.get_count = symbol<GetCountFn>(h, "nvmlDeviceGetCount_v2");
   lib.get_handle = symbol<GetHandleByIndexFn>(h, "nvmlDeviceGetHandleByIndex_v2");
-  return lib.init && lib.shutdown && lib.get_count && lib.get_handle;
-}
-
-// The versioned getters (_v2, V) and their older forms are looked up separately: the metric table
-// asks the newest one and falls back to the older one where it is missing or refused.
-void load_optional(Library& lib) {
-  void* h = lib.handle;
   lib.get_name = symbol<GetStringFn>(h, "nvmlDeviceGetName");
   lib.get_uuid = symbol<GetStringFn>(h, "nvmlDeviceGetUUID");
   lib.get_pci = symbol<GetPciInfoFn>(h, "nvmlDeviceGetPciInfo_v3");
@@ -39,6 +35,7 @@ void load_optional(Library& lib) {
   lib.get_temp_v = symbol<GetTemperatureVFn>(h, "nvmlDeviceGetTemperatureV");
   lib.get_clock = symbol<GetClockFn>(h, "nvmlDeviceGetClockInfo");
   lib.get_fields = symbol<GetFieldValuesFn>(h, "nvmlDeviceGetFieldValues");
+  return lib.init && lib.shutdown && lib.get_count && lib.get_handle;
 }
 
 }  // namespace
@@ -59,12 +56,11 @@ bool load_library(Library& lib, std::string& err) {
           (from_env ? "" : "; no NVIDIA driver installed? SYSPROF_NVML_LIBRARY names another path");
     return false;
   }
-  if (!load_required(lib)) {
+  if (!resolve(lib)) {
     err = path + " lacks nvmlInit_v2, nvmlShutdown, nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2 "
           "(driver too old)";
     return false;
   }
-  load_optional(lib);
   return true;
 }
 

@@ -60,23 +60,22 @@ Return get_temp_v(const Library& l, Device h, Raw& r) {
   r.v[0] = t.temperature;
   return e;
 }
-Return get_temp(const Library& l, Device h, Raw& r) {
-  unsigned c = 0;
-  Return e = l.get_temp(h, kTemperatureGpu, &c);
-  r.v[0] = c;
+// nvmlDeviceGetTemperature and nvmlDeviceGetClockInfo: (device, which, unsigned*).
+template <GetClockFn Library::*kFn, int kWhich>
+Return get_uint_of(const Library& l, Device h, Raw& r) {
+  unsigned v = 0;
+  Return e = (l.*kFn)(h, kWhich, &v);
+  r.v[0] = v;
   return e;
 }
-Return get_sm_clock(const Library& l, Device h, Raw& r) {
-  unsigned mhz = 0;
-  Return e = l.get_clock(h, kClockSm, &mhz);
-  r.v[0] = mhz;
-  return e;
-}
-Return get_mem_clock(const Library& l, Device h, Raw& r) {
-  unsigned mhz = 0;
-  Return e = l.get_clock(h, kClockMem, &mhz);
-  r.v[0] = mhz;
-  return e;
+constexpr Getter get_temp = get_uint_of<&Library::get_temp, kTemperatureGpu>;
+constexpr Getter get_sm_clock = get_uint_of<&Library::get_clock, kClockSm>;
+constexpr Getter get_mem_clock = get_uint_of<&Library::get_clock, kClockMem>;
+
+// The library exports the function a metric needs.
+template <auto kFn>
+bool has(const Library& l) {
+  return l.*kFn != nullptr;
 }
 
 constexpr int N = kNoChannel;
@@ -86,37 +85,37 @@ constexpr int N = kNoChannel;
 // clang-format off
 constexpr MetricSpec kMetricTable[kMetrics] = {
   {"util", "nvmlDeviceGetUtilizationRates", 0, 0, -1, kLevel, {kUtil, kMemUtil, N, N},
-   "utilization_percent, memory_utilization_percent", [](const Library& l) { return l.get_util != nullptr; }, get_util},
+   "utilization_percent, memory_utilization_percent", has<&Library::get_util>, get_util},
   {"mem_v2", "nvmlDeviceGetMemoryInfo_v2", 0, 0, mMemV1, kLevel, {kMemUsed, kMemTotal, kMemFree, kMemReserved},
-   "memory_*_bytes", [](const Library& l) { return l.get_mem_v2 != nullptr; }, get_mem_v2},
+   "memory_*_bytes", has<&Library::get_mem_v2>, get_mem_v2},
   {"mem_v1", "nvmlDeviceGetMemoryInfo", 0, 0, -1, kLevel, {kMemUsed, kMemTotal, kMemFree, N},
-   "memory_*_bytes", [](const Library& l) { return l.get_mem_v1 != nullptr; }, get_mem_v1},
+   "memory_*_bytes", has<&Library::get_mem_v1>, get_mem_v1},
   {"power_field", "NVML_FI_DEV_POWER_INSTANT", kFiPowerInstant, 0, mPowerUsage, kFromMilli, {kPower, N, N, N},
-   "power_watts", [](const Library& l) { return l.get_fields != nullptr; }, nullptr},  // scope 0: the GPU, not the module
+   "power_watts", has<&Library::get_fields>, nullptr},  // scope 0: the GPU, not the module
   {"power_usage", "nvmlDeviceGetPowerUsage", 0, 0, -1, kFromMilli, {kPower, N, N, N},
-   "power_watts", [](const Library& l) { return l.get_power != nullptr; }, get_power},
+   "power_watts", has<&Library::get_power>, get_power},
   {"energy_field", "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", kFiTotalEnergyConsumption, 0, mEnergyFn, kEnergyMj,
    {kEnergy, kEnergyPower, N, N}, "energy_joules, energy_power_watts",
-   [](const Library& l) { return l.get_fields != nullptr; }, nullptr},
+   has<&Library::get_fields>, nullptr},
   {"energy_fn", "nvmlDeviceGetTotalEnergyConsumption", 0, 0, -1, kEnergyMj, {kEnergy, kEnergyPower, N, N},
-   "energy_joules, energy_power_watts", [](const Library& l) { return l.get_energy != nullptr; }, get_energy},
+   "energy_joules, energy_power_watts", has<&Library::get_energy>, get_energy},
   {"temp_v", "nvmlDeviceGetTemperatureV", 0, 0, mTemp, kLevel, {kTemp, N, N, N},
-   "temperature_celsius", [](const Library& l) { return l.get_temp_v != nullptr; }, get_temp_v},
+   "temperature_celsius", has<&Library::get_temp_v>, get_temp_v},
   {"temp", "nvmlDeviceGetTemperature", 0, 0, -1, kLevel, {kTemp, N, N, N},
-   "temperature_celsius", [](const Library& l) { return l.get_temp != nullptr; }, get_temp},
+   "temperature_celsius", has<&Library::get_temp>, get_temp},
   {"sm_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)", 0, 0, -1, kFromMega, {kSmClock, N, N, N},
-   "sm_clock_hz", [](const Library& l) { return l.get_clock != nullptr; }, get_sm_clock},
+   "sm_clock_hz", has<&Library::get_clock>, get_sm_clock},
   {"mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", 0, 0, -1, kFromMega, {kMemClock, N, N, N},
-   "memory_clock_hz", [](const Library& l) { return l.get_clock != nullptr; }, get_mem_clock},
+   "memory_clock_hz", has<&Library::get_clock>, get_mem_clock},
   {"pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", kFiPcieCountTxBytes, 0, -1, kByteRate, {kPcieTx, N, N, N},
-   "pcie_tx_bytes_per_second", [](const Library& l) { return l.get_fields != nullptr; }, nullptr},
+   "pcie_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
   {"pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", kFiPcieCountRxBytes, 0, -1, kByteRate, {kPcieRx, N, N, N},
-   "pcie_rx_bytes_per_second", [](const Library& l) { return l.get_fields != nullptr; }, nullptr},
+   "pcie_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
   // scopeId UINT_MAX: the sum over all links (0 would be link 0 alone)
   {"nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", kFiNvlinkThroughputDataTx, kScopeAllLinks, -1, kKibRate,
-   {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", [](const Library& l) { return l.get_fields != nullptr; }, nullptr},
+   {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
   {"nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", kFiNvlinkThroughputDataRx, kScopeAllLinks, -1, kKibRate,
-   {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", [](const Library& l) { return l.get_fields != nullptr; }, nullptr},
+   {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
 };
 // clang-format on
 
