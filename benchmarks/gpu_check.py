@@ -38,7 +38,7 @@ from sysprof.sampling.portable.nvml import library_path  # noqa: E402
 GOAL_NS_PER_DEVICE = 50_000
 
 
-# -- the NVML ABI subset (as csrc/nvml_abi.hpp; values from pynvml.py) -----------------------------
+# -- the NVML ABI subset (as csrc/gpu/nvml_abi.hpp; values from pynvml.py) -----------------------------
 class FieldValue(ctypes.Structure):
     _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
                 ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
