@@ -32,11 +32,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import sysprof  # noqa: E402
+from sysprof.sampling.portable import nvml_table  # noqa: E402
+from sysprof.sampling.portable.nvml import library_path  # noqa: E402
 
 GOAL_NS_PER_DEVICE = 50_000
 
 
-# -- the NVML ABI subset (as csrc/nvml_abi.hpp; values from pynvml.py) -----------------------------
+# -- the NVML ABI subset (as csrc/gpu/nvml_abi.hpp; values from pynvml.py) -----------------------------
 class FieldValue(ctypes.Structure):
     _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
                 ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
@@ -60,14 +62,13 @@ class Utilization(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
 
-FIELDS = {"POWER_INSTANT": (186, 0), "TOTAL_ENERGY_CONSUMPTION": (83, 0), "PCIE_COUNT_TX_BYTES": (197, 0),
-          "PCIE_COUNT_RX_BYTES": (198, 0), "NVLINK_THROUGHPUT_DATA_TX": (138, 0xFFFFFFFF),
-          "NVLINK_THROUGHPUT_DATA_RX": (139, 0xFFFFFFFF)}
+# The field rows of the metric table (sysprof/sampling/portable/nvml_table.py), by field name.
+FIELDS = {m.call.replace("NVML_FI_DEV_", ""): (m.field_id, m.scope) for m in nvml_table.FIELDS}
 
 
 def open_nvml():
     """(library, device handles) or raises RuntimeError("no GPU: ...")."""
-    path = os.environ.get("SYSPROF_NVML_LIBRARY") or "libnvidia-ml.so.1"
+    path = library_path()
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.hpp"
+#include "gpu/nvml_bindings.hpp"
 #include "sources/registry.hpp"
 
 namespace py = pybind11;
@@ -151,4 +152,5 @@ PYBIND11_MODULE(_native, m) {
     size_t n = rules.enforce(values.data());
     return py::make_tuple(names, why, values, n);
   });
+  sysprof::bind_nvml(m);
 }

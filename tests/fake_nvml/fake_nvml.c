@@ -3,7 +3,7 @@
  * Build: cc -shared -fPIC -O1 -o libnvidia-ml.so.1 fake_nvml.c   (-DFAKE_NVML_MINIMAL: a library
  * without the optional symbols). Select it with SYSPROF_NVML_LIBRARY (native) or by loading it into
  * pynvml. The ABI subset is declared below from NVIDIA's public documentation (NVML API reference,
- * pynvml.py of nvidia-ml-py), independently of csrc/nvml_abi.hpp, so that a layout slip on one side
+ * pynvml.py of nvidia-ml-py), independently of csrc/gpu/nvml_abi.hpp, so that a layout slip on one side
  * shows up as wrong values instead of being mirrored.
  *
  * Behaviour, read from the environment at every nvmlInit:

@@ -1,0 +1,152 @@
+// gpu: what is asked of NVML per device, as one table, and the one path every question takes.
+//
+// Each row of kMetricTable is a metric: the NVML getter or field id that answers it, the metric asked
+// instead once it is refused (the older form of a versioned call, or the getter of a field), the rule
+// that turns its raw answer into channel values and the channels it writes. A reading of a device is
+// one nvmlDeviceGetFieldValues call for every field metric still asked (each entry's own return code
+// checked), then a loop over the getter rows. Every answer goes through classify(): NOT_SUPPORTED,
+// NO_PERMISSION, FUNCTION_NOT_FOUND (and ARGUMENT_VERSION_MISMATCH; INVALID_ARGUMENT for a field id an
+// older driver does not know) are remembered per (device, metric) and never asked again; GPU_IS_LOST
+// and RESET_REQUIRED retire the device (NaN from then on); anything else is NaN for this reading.
+// The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp); the pynvml
+// twin (sysprof/sampling/portable/nvml_table.py) is pinned to it by tests/test_gpu.py.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "derive/rules.hpp"
+#include "gpu/nvml_library.hpp"
+
+namespace sysprof {
+namespace nvml {
+
+// Channels per device, in this order (sysprof/sampling/registry.py, _gpu()).
+enum Channel {
+  kUtil,
+  kMemUtil,
+  kMemUsed,
+  kMemTotal,
+  kMemFree,
+  kMemReserved,
+  kPower,
+  kEnergy,
+  kEnergyPower,
+  kTemp,
+  kSmClock,
+  kMemClock,
+  kPcieTx,
+  kPcieRx,
+  kNvlinkTx,
+  kNvlinkRx,
+  kPerDevice
+};
+constexpr int kNoChannel = -1;
+extern const char* const kChannelNames[kPerDevice];
+
+// The metrics, in the order a reading asks the getters (kMetricTable's rows).
+enum Metric {
+  mUtil,
+  mMemV2,
+  mMemV1,
+  mPowerField,
+  mPowerUsage,
+  mEnergyField,
+  mEnergyFn,
+  mTempV,
+  mTemp,
+  mSmClock,
+  mMemClock,
+  mPcieTx,
+  mPcieRx,
+  mNvlinkTx,
+  mNvlinkRx,
+  kMetrics
+};
+
+// How a raw answer becomes channel values.
+enum Rule {
+  kLevel,      // values as they are, one per channel written
+  kFromMilli,  // one value / 1000 (mW -> W)
+  kFromMega,   // one value * 1e6 (MHz -> Hz)
+  kEnergyMj,   // an mJ counter: energy_joules, and energy_power_watts through EnergyPower
+  kByteRate,   // a byte counter, as bytes per second through RateCounter
+  kKibRate,    // a KiB counter, as bytes per second through RateCounter
+};
+const char* rule_name(Rule r);
+
+// A getter's raw answer: levels, or a counter.
+struct Raw {
+  double v[4] = {kNaN, kNaN, kNaN, kNaN};
+  uint64_t count = 0;
+  bool counted = false;  // count holds a usable counter reading
+};
+using Getter = Return (*)(const Library&, Device, Raw&);
+using Available = bool (*)(const Library&);
+
+struct MetricSpec {
+  const char* key;       // the metric's name (as in the Python table)
+  const char* call;      // the NVML function or field asked, for messages
+  unsigned field_id;     // nvmlDeviceGetFieldValues id; 0: asked with `get`
+  unsigned scope;        // the field's scopeId
+  int fallback;          // the Metric asked instead once this one is refused, or -1
+  Rule rule;
+  std::array<int, 4> channels;  // the Channels written, kNoChannel-padded
+  const char* nan_note;  // what reads NaN once this (and its fallback) is refused
+  Available available;   // the library exports what this metric needs
+  Getter get;            // the NVML call (nullptr for a field)
+};
+extern const MetricSpec kMetricTable[kMetrics];
+
+// The metric whose fallback m is (asked only once that one is refused), or -1.
+int primary_of(int m);
+
+constexpr int kMaxFields = 6;  // the field rows of kMetricTable (a static_assert in nvml_query.cpp)
+
+// One NVML call, made by whoever times it: fn(ctx). Two pointers: nothing is allocated.
+struct Call {
+  Return (*fn)(void*);
+  void* ctx;
+};
+template <class F>
+Call make_call(F& f) {
+  return Call{[](void* p) -> Return { return (*static_cast<F*>(p))(); }, &f};
+}
+
+// What a reading needs from the thread that reads (csrc/gpu/nvml_reader.hpp).
+class Calls {
+ public:
+  // Makes an NVML call; what and dev (-1: none) name it while it is in flight.
+  virtual Return call(const char* what, int dev, Call c) = 0;
+  // Records a permanent condition (a refused metric, a lost device).
+  virtual void note(const std::string& msg) = 0;
+
+ protected:
+  ~Calls() = default;
+};
+
+struct Gpu {
+  unsigned index = 0;
+  Device handle = nullptr;
+  uint32_t refused = 0;  // Metric bits answered permanently
+  bool lost = false;
+  std::map<std::string, std::string> info;
+  // The field request, rebuilt (in place) when a field is refused.
+  FieldValue req[kMaxFields];
+  int req_metric[kMaxFields];
+  int nreq = 0;
+  uint32_t req_mask = ~uint32_t(0);  // refused bits the request was built for; ~0: not built
+  RateCounter rate[kMetrics];  // kByteRate and kKibRate rows
+  EnergyPower energy;  // kEnergyMj rows (one of the two is asked)
+};
+
+// Refuses, as FUNCTION_NOT_FOUND, every metric the library cannot serve (at discovery).
+void refuse_missing(const Library& lib, Gpu& g, Calls& calls);
+
+// One reading of a device into o[0, kPerDevice), NaN where unknown. err: the first transient error
+// of this reading (kept when already set). Allocates nothing unless a note is new.
+void read_device(const Library& lib, Gpu& g, int64_t now, double* o, std::string& err, Calls& calls);
+
+}  // namespace nvml
+}  // namespace sysprof

@@ -1,0 +1,269 @@
+"""The pynvml path's NVML state and readings, as csrc/gpu/nvml_query.cpp has them natively.
+
+:class:`NvmlState` is the initialised library and what the reader learnt (refused metrics, lost
+devices, notes); :class:`GpuReader` reads every device through it, on the poller thread
+(sysprof/sampling/portable/nvml.py). A reading of a device is one ``nvmlDeviceGetFieldValues`` call for
+the field metrics still asked (each entry's return code checked), then a loop over the getter rows of
+the metric table (nvml_table.py). Every answer goes through one "call, classify, remember" path:
+permanent answers are remembered per (device, metric) and never asked again, falling back where the
+table has another way; GPU_IS_LOST retires the device (NaN) while the others go on.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Callable, Dict, List, Optional
+
+from . import nvml_library as lib
+from .nvml_table import BY_KEY, CHANNELS, FIELDS, GETTERS, INDEX, LEVEL_RULES, Metric, field_value, wanted
+from .rules import EnergyPower, RateCounter
+
+NAN = math.nan
+_SLOTS = {m.metric: tuple(INDEX[c] for c in m.channels) for m in BY_KEY.values()}
+
+
+class Abandoned(Exception):
+    """Raised instead of a pynvml call once nobody wants the poller any more."""
+
+
+def _getters(pynvml) -> Dict[str, tuple]:
+    """metric -> (pynvml function, arguments after the handle, answer -> raw: a tuple of levels or a counter)."""
+    gpu = pynvml.NVML_TEMPERATURE_GPU
+    one = lambda v: (v,)  # noqa: E731
+    return {
+        "util": ("nvmlDeviceGetUtilizationRates", (), lambda u: (u.gpu, u.memory)),
+        "mem_v2": ("nvmlDeviceGetMemoryInfo", (getattr(pynvml, "nvmlMemory_v2", 0x02000028),),
+                   lambda m: (m.used, m.total, m.free, m.reserved)),
+        "mem_v1": ("nvmlDeviceGetMemoryInfo", (), lambda m: (m.used, m.total, m.free)),
+        "power_usage": ("nvmlDeviceGetPowerUsage", (), one),
+        "energy_fn": ("nvmlDeviceGetTotalEnergyConsumption", (), lambda mj: mj),
+        "temp_v": ("nvmlDeviceGetTemperatureV", (gpu,), one),
+        "temp": ("nvmlDeviceGetTemperature", (gpu,), one),
+        "sm_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_SM,), one),
+        "mem_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_MEM,), one),
+    }
+
+
+def _shutdown(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - best effort at exit
+        pass
+
+
+class NvmlState:
+    """The initialised library and what the reader learnt: refused metrics, lost devices, notes.
+    Built on the poller thread; ``timed(what, device, fn, *args)`` makes each call visible to others."""
+
+    def __init__(self, timed: Callable) -> None:
+        self.timed = timed
+        pynvml = self.pynvml = lib.import_pynvml()
+        lib.load_into(pynvml)
+        try:
+            timed("nvmlInit_v2", -1, pynvml.nvmlInit)
+        except pynvml.NVMLError as exc:
+            raise RuntimeError(lib.init_failure(pynvml, exc.value)) from None
+        # Bound now: pynvml's function cache is global and may point at another library by then. Called
+        # by the poller thread only (not at exit, when a call of that thread may be in flight).
+        self._finalizer = weakref.finalize(self, _shutdown, pynvml._nvmlGetFunctionPointer("nvmlShutdown"))
+        self._finalizer.atexit = False
+        self.notes: List[str] = []
+        self.report: Optional[Callable[[str], None]] = None
+        self.getters = _getters(pynvml)
+        try:
+            self._discover()
+        except Abandoned:
+            self._finalizer()
+            raise
+
+    def _discover(self) -> None:
+        pynvml, timed = self.pynvml, self.timed
+        try:
+            count = timed("nvmlDeviceGetCount_v2", -1, pynvml.nvmlDeviceGetCount)
+        except pynvml.NVMLError as exc:
+            self._finalizer()
+            raise RuntimeError(f"nvmlDeviceGetCount_v2 failed: {lib.code_name(pynvml, exc.value)}") from None
+        self.indices: List[int] = []
+        self.handles = []
+        self.devices: List[Dict[str, object]] = []
+        skipped = []
+        for i in range(count):
+            try:
+                h = timed("nvmlDeviceGetHandleByIndex_v2", i, pynvml.nvmlDeviceGetHandleByIndex, i)
+            except pynvml.NVMLError as exc:
+                skipped.append(f"gpu/{i}: nvmlDeviceGetHandleByIndex_v2 {lib.code_name(pynvml, exc.value)}; left out")
+                continue
+            self.indices.append(i)
+            self.handles.append(h)
+            self.devices.append({"index": i, "name": "", "uuid": "", "pci_bus_id": ""})
+        if not self.handles:
+            self._finalizer()
+            raise RuntimeError("; ".join(skipped) or "NVML found no GPU")
+        self.refused: List[set] = [set() for _ in self.handles]
+        self.lost = [False] * len(self.handles)
+        for dev in range(len(self.handles)):  # an older pynvml without a getter: as FUNCTION_NOT_FOUND
+            for metric, (fn, _, _) in self.getters.items():
+                if not hasattr(pynvml, fn):
+                    self.refuse(dev, metric, lib.FUNCTION_NOT_FOUND)
+        if skipped:
+            self.note("; ".join(skipped))
+
+    def describe(self) -> None:
+        """Names, UUIDs and PCI bus ids: after the layout, which is all that opening needs."""
+        for d, (i, h) in enumerate(zip(self.indices, self.handles)):
+            self.devices[d] = {"index": i,
+                               "name": self._text("nvmlDeviceGetName", i, self.pynvml.nvmlDeviceGetName, h),
+                               "uuid": self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h),
+                               "pci_bus_id": self._pci(i, h)}
+
+    def _text(self, what: str, i: int, fn, h) -> str:
+        try:
+            v = self.timed(what, i, fn, h)
+        except self.pynvml.NVMLError:
+            return ""
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def _pci(self, i: int, h) -> str:
+        try:
+            v = self.timed("nvmlDeviceGetPciInfo_v3", i, self.pynvml.nvmlDeviceGetPciInfo_v3, h).busId
+        except (self.pynvml.NVMLError, AttributeError):
+            return ""
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def note(self, msg: str) -> None:
+        self.notes.append(msg)
+        self.flush()
+
+    def flush(self) -> None:
+        if self.report is not None and self.notes:
+            self.report("; ".join(self.notes))
+
+    def refuse(self, dev: int, metric: str, code: int) -> None:
+        """Remembers a permanent refusal; notes it when a channel is left without a source."""
+        if metric in self.refused[dev]:
+            return
+        self.refused[dev].add(metric)
+        m = BY_KEY[metric]
+        if m.fallback is not None and m.fallback not in self.refused[dev]:
+            return
+        self.note(f"gpu/{self.indices[dev]}: {m.nan_note} read NaN ({m.call}: {lib.code_name(self.pynvml, code)})")
+
+    def mark_lost(self, dev: int, what: str) -> None:
+        if not self.lost[dev]:
+            self.lost[dev] = True
+            self.note(f"gpu/{self.indices[dev]}: lost ({what}: NVML_ERROR_GPU_IS_LOST or RESET_REQUIRED); "
+                      "its channels read NaN")
+
+    def classify(self, dev: int, metric: str, code: int) -> None:
+        """What a failed answer means: a lost device and a permanent refusal are remembered; anything
+        else (a timeout, ...) is NaN for this reading only, and reported."""
+        m = BY_KEY[metric]
+        if code in lib.LOST:
+            self.mark_lost(dev, m.call)
+        elif code in lib.PERMANENT or (code == lib.INVALID_ARGUMENT and m.field_id is not None):
+            self.refuse(dev, metric, code)  # an unknown field id (older driver) is refused as INVALID_ARGUMENT
+        elif self.report is not None:
+            self.report(f"gpu/{self.indices[dev]}: {m.call}: {lib.code_name(self.pynvml, code)}")
+
+    def channels(self) -> List[str]:
+        return [f"gpu/{i}/{c}" for i in self.indices for c in CHANNELS]
+
+
+class GpuReader:
+    """Reads every device through an NvmlState (on the poller thread); ``read(t)`` returns one row slice."""
+
+    def __init__(self, state: NvmlState) -> None:
+        self.s = state
+        n = len(state.handles)
+        self.rates = [{m.metric: RateCounter() for m in FIELDS} for _ in range(n)]
+        self.energy = [EnergyPower() for _ in range(n)]
+
+    def read(self, t: float) -> List[float]:
+        out: List[float] = []
+        for dev in range(len(self.s.handles)):
+            out += self._device(dev, t)
+        return out
+
+    def _device(self, dev: int, t: float) -> List[float]:
+        o = [NAN] * len(CHANNELS)
+        if self.s.lost[dev] or not self._fields(dev, t, o) or not self._getters(dev, t, o):
+            return [NAN] * len(CHANNELS)
+        return o
+
+    def ask(self, dev: int, metric: str, fn, *args):
+        """Call, classify, remember: (True, answer), or (False, None) with what the failure means recorded."""
+        s = self.s
+        try:
+            return True, s.timed(BY_KEY[metric].call, s.indices[dev], fn, *args)
+        except s.pynvml.NVMLError as exc:
+            code = exc.value
+        except (AttributeError, TypeError):  # an older pynvml without this function or argument
+            code = lib.FUNCTION_NOT_FOUND
+        s.classify(dev, metric, code)
+        return False, None
+
+    def _getters(self, dev: int, t: float, o: List[float]) -> bool:
+        """The getter rows, each asked once its turn comes. False: the device is lost."""
+        s, h = self.s, self.s.handles[dev]
+        for m in GETTERS:
+            if not wanted(m.metric, s.refused[dev]):
+                continue
+            fn, args, raw = s.getters[m.metric]
+            ok, answer = self.ask(dev, m.metric, getattr(s.pynvml, fn, None), h, *args)
+            if ok:
+                self._store(dev, m, raw(answer), t, o)
+            if s.lost[dev]:
+                return False
+        return True
+
+    def _fields(self, dev: int, t: float, o: List[float]) -> bool:
+        """Every field metric still asked, in one call. False: the device is lost."""
+        s = self.s
+        fields = [m for m in FIELDS if wanted(m.metric, s.refused[dev])]
+        if not fields:
+            return True
+        pynvml = s.pynvml
+        try:
+            vals = s.timed("nvmlDeviceGetFieldValues", s.indices[dev], pynvml.nvmlDeviceGetFieldValues,
+                           s.handles[dev], [(m.field_id, m.scope) for m in fields])
+        except pynvml.NVMLError as exc:
+            return self._fields_refused(dev, fields, exc.value)
+        for m, f in zip(fields, vals):
+            if f.nvmlReturn != 0:
+                s.classify(dev, m.metric, f.nvmlReturn)
+                continue
+            v = field_value(f)
+            if v is not None:
+                self._store(dev, m, (v,) if m.rule in LEVEL_RULES else (v if v >= 0 else None), t, o)
+        return not s.lost[dev]
+
+    def _fields_refused(self, dev: int, fields: List[Metric], code: int) -> bool:
+        """The field call itself failed: lost, refused (each field falls back or reads NaN), or NaN this once."""
+        s = self.s
+        if code in lib.LOST:
+            s.mark_lost(dev, "nvmlDeviceGetFieldValues")
+            return False
+        if code in lib.PERMANENT:
+            for m in fields:
+                s.refuse(dev, m.metric, code)
+        elif s.report is not None:
+            s.report(f"gpu/{s.indices[dev]}: nvmlDeviceGetFieldValues: {lib.code_name(s.pynvml, code)}")
+        return True
+
+    def _store(self, dev: int, m: Metric, raw, t: float, o: List[float]) -> None:
+        """Writes a metric's channels from its raw answer, by the row's rule."""
+        slots = _SLOTS[m.metric]
+        if m.rule == "level":
+            for i, v in zip(slots, raw):
+                o[i] = float(v)
+        elif m.rule == "milli":
+            o[slots[0]] = raw[0] / 1000.0
+        elif m.rule == "mega":
+            o[slots[0]] = raw[0] * 1e6
+        elif raw is None:
+            return
+        elif m.rule == "energy_mj":
+            o[slots[0]] = raw / 1000.0
+            o[slots[1]] = self.energy[dev].update(int(raw), t)
+        else:  # byte_rate, kib_rate
+            o[slots[0]] = self.rates[dev][m.metric].rate(int(raw) * (1024 if m.rule == "kib_rate" else 1), t)

@@ -1,0 +1,106 @@
+"""What the pynvml path asks of NVML per device: the metric table, row for row the native one
+(csrc/gpu/nvml_query.cpp's ``kMetricTable``, exported as ``sysprof._native.nvml_metrics()``; a test
+in tests/test_gpu.py pins the two together). Kept here too for machines without the extension.
+
+A row: the metric's key; the NVML function or field asked (``call``, also the name in messages);
+the field id and scopeId for ``nvmlDeviceGetFieldValues`` (None: a getter of its own); the metric
+asked instead once this one is refused (``fallback``); the ``rule`` turning the raw answer into
+channel values; the channels written; what reads NaN once it and its fallback are refused.
+"""
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional, Tuple
+
+#: channels per device, in this order (sysprof/sampling/registry.py, ``_gpu()``)
+CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
+            "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
+            "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
+            "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
+            "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+INDEX = {c: i for i, c in enumerate(CHANNELS)}
+
+#: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), energy_mj (an mJ counter:
+#: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second)
+LEVEL_RULES = ("level", "milli", "mega")
+COUNTER_RULES = ("energy_mj", "byte_rate", "kib_rate")
+ALL_LINKS = 0xFFFFFFFF  # scopeId: the sum over all NVLink links (0 would be link 0 alone)
+
+
+class Metric(NamedTuple):
+    metric: str
+    call: str
+    field_id: Optional[int]
+    scope: Optional[int]
+    fallback: Optional[str]
+    rule: str
+    channels: Tuple[str, ...]
+    nan_note: str
+
+
+_MEM = ("memory_used_bytes", "memory_total_bytes", "memory_free_bytes")
+_ENERGY = ("energy_joules", "energy_power_watts")
+
+#: in the order a reading asks the getters
+METRICS: Tuple[Metric, ...] = (
+    Metric("util", "nvmlDeviceGetUtilizationRates", None, None, None, "level",
+           ("utilization_percent", "memory_utilization_percent"), "utilization_percent, memory_utilization_percent"),
+    Metric("mem_v2", "nvmlDeviceGetMemoryInfo_v2", None, None, "mem_v1", "level", _MEM + ("memory_reserved_bytes",),
+           "memory_*_bytes"),
+    Metric("mem_v1", "nvmlDeviceGetMemoryInfo", None, None, None, "level", _MEM, "memory_*_bytes"),
+    Metric("power_field", "NVML_FI_DEV_POWER_INSTANT", 186, 0, "power_usage", "milli", ("power_watts",),
+           "power_watts"),  # scope 0: the GPU alone, not the module
+    Metric("power_usage", "nvmlDeviceGetPowerUsage", None, None, None, "milli", ("power_watts",), "power_watts"),
+    Metric("energy_field", "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 83, 0, "energy_fn", "energy_mj", _ENERGY,
+           "energy_joules, energy_power_watts"),
+    Metric("energy_fn", "nvmlDeviceGetTotalEnergyConsumption", None, None, None, "energy_mj", _ENERGY,
+           "energy_joules, energy_power_watts"),
+    Metric("temp_v", "nvmlDeviceGetTemperatureV", None, None, "temp", "level", ("temperature_celsius",),
+           "temperature_celsius"),
+    Metric("temp", "nvmlDeviceGetTemperature", None, None, None, "level", ("temperature_celsius",),
+           "temperature_celsius"),
+    Metric("sm_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)", None, None, None, "mega", ("sm_clock_hz",),
+           "sm_clock_hz"),
+    Metric("mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", None, None, None, "mega", ("memory_clock_hz",),
+           "memory_clock_hz"),
+    Metric("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197, 0, None, "byte_rate", ("pcie_tx_bytes_per_second",),
+           "pcie_tx_bytes_per_second"),
+    Metric("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198, 0, None, "byte_rate", ("pcie_rx_bytes_per_second",),
+           "pcie_rx_bytes_per_second"),
+    Metric("nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138, ALL_LINKS, None, "kib_rate",
+           ("nvlink_tx_bytes_per_second",), "nvlink_tx_bytes_per_second"),
+    Metric("nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139, ALL_LINKS, None, "kib_rate",
+           ("nvlink_rx_bytes_per_second",), "nvlink_rx_bytes_per_second"),
+)
+BY_KEY: Dict[str, Metric] = {m.metric: m for m in METRICS}
+FIELDS: Tuple[Metric, ...] = tuple(m for m in METRICS if m.field_id is not None)
+GETTERS: Tuple[Metric, ...] = tuple(m for m in METRICS if m.field_id is None)
+#: metric -> the metric whose fallback it is (asked only once that one is refused)
+PRIMARY: Dict[str, str] = {m.fallback: m.metric for m in METRICS if m.fallback is not None}
+
+
+def wanted(metric: str, refused) -> bool:
+    """Asked now: not refused, and when it is a fallback, the metric it stands in for is refused."""
+    if metric in refused:
+        return False
+    primary = PRIMARY.get(metric)
+    return primary is None or primary in refused
+
+
+def field_value(f) -> Optional[float]:
+    """The value of an nvmlFieldValue_t entry as a number, whatever type the driver chose; None if unusable."""
+    t, v = f.valueType, f.value
+    if t == 0:
+        return v.dVal
+    if t == 1:
+        return None if v.uiVal == 0xFFFFFFFF else v.uiVal
+    if t == 2:
+        return v.ulVal
+    if t == 3:
+        return None if v.ullVal == 0xFFFFFFFFFFFFFFFF else v.ullVal
+    if t == 4:
+        return v.sllVal
+    if t == 5:
+        return v.siVal
+    if t == 6:
+        return v.usVal
+    return None
