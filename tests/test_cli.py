@@ -14,8 +14,8 @@ import time
 import pytest
 
 from sysprof.trace.chrome import ChromeTraceWriter, read_trace
-from sysprof.cli import parse_time
-from sysprof.report import infer_unit
+from sysprof.cli.common import parse_time
+from sysprof.report.units import infer_unit
 
 # The installed console script, as a user runs it. (`python -m sysprof` from the checkout would put the
 # source tree, which has no compiled extension, first on sys.path.)
@@ -496,7 +496,7 @@ def test_report_table(known_trace):
 def test_report_units_rate_and_source_problems(tmp_path):
     """Hz with significant digits, clocks scaled like bytes (decimal), and an error of a source that has channels
     (one refused metric) reported as a problem, not as the source being unavailable."""
-    from sysprof.report import format_si, format_value, human_bytes
+    from sysprof.report.table import format_si, format_value, human_bytes
 
     path = tmp_path / "slow.json"
     w = ChromeTraceWriter(path)
@@ -527,7 +527,8 @@ def test_plot_title_is_the_first_line_of_the_command(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sysprof.report import TraceData, plot_trace
+    from sysprof.report.model import TraceData
+    from sysprof.report.plot import plot_trace
 
     events = [{"name": "cpu", "ph": "C", "ts": T0 + i * 10_000, "args": {"percent": float(i % 7)}} for i in range(50)]
     figures = []
@@ -658,12 +659,13 @@ def test_bench_runs_the_checkout_in_the_current_directory(tmp_path):
 
 def test_bench_without_a_checkout_is_one_line(tmp_path, monkeypatch, capsys):
     import sysprof.cli as cli
+    import sysprof.cli.commands as commands
 
     other = tmp_path / "other"  # another project's benchmarks/run.py is not sysprof's
     (other / "benchmarks").mkdir(parents=True)
     (other / "benchmarks" / "run.py").write_text("raise SystemExit('must not run')\n")
     (other / "pyproject.toml").write_text('[project]\nname = "other"\n')
-    monkeypatch.setattr(cli, "_PACKAGE_PARENT", tmp_path / "site-packages")  # as after `pip install .`
+    monkeypatch.setattr(commands, "_PACKAGE_PARENT", tmp_path / "site-packages")  # as after `pip install .`
     monkeypatch.chdir(other)
     assert cli.main(["bench", "--quick"]) == 2
     err = capsys.readouterr().err
@@ -699,7 +701,7 @@ def test_default_output_names_never_collide(tmp_path):
 
 
 def test_ring_capacity_is_about_four_seconds_of_samples(tmp_path):
-    from sysprof.cli import _default_capacity
+    from sysprof.cli.record import _default_capacity
 
     assert _default_capacity(1e-3) == 4000 and _default_capacity(1e-4) == 40000
     assert _default_capacity(0.01) == 1024 and _default_capacity(1.0) == 1024  # at least 1024 rows
@@ -936,7 +938,8 @@ def test_plot_uses_decimal_byte_units_and_keeps_task_counts_apart(tmp_path, monk
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sysprof.report import TraceData, _plot_selection, plot_trace
+    from sysprof.report.model import TraceData
+    from sysprof.report.plot import _plot_selection, plot_trace
 
     events = [{"name": "sysprof start", "ph": "i", "ts": T0, "args": {"interval_s": 0.01}}]
     for i in range(100):
@@ -1029,7 +1032,8 @@ def test_record_never_writes_through_a_symlink(tmp_path, force):
 
 def test_output_open_itself_refuses_a_symlink(tmp_path):
     """Below the up-front check: the open (O_NOFOLLOW) refuses a link that appears after it."""
-    from sysprof.cli import CLIError, _Output
+    from sysprof.cli.common import CLIError
+    from sysprof.cli.output import _Output
 
     secret = tmp_path / "secret"
     data = _precious(secret)

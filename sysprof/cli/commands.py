@@ -1,0 +1,99 @@
+"""``sysprof report`` (statistics, --plot, --json of a trace), ``sysprof repair`` (close a truncated trace) and
+``sysprof bench`` (the benchmarks of a source checkout)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ..report import TraceData, channel_filter, plot_trace, print_table, require_matplotlib, summarize
+from .common import PROG, CLIError, _import_sysprof
+
+
+def cmd_report(args) -> int:
+    _import_sysprof()
+    from sysprof.trace.chrome import read_trace
+
+    if args.smooth and not args.plot:
+        raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
+    if args.plot:
+        require_matplotlib()
+    data = TraceData(_read_trace_or_fail(read_trace, args.trace))
+    if not data.series:
+        raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
+    summary = summarize(data)
+    keep = channel_filter(args.channel)
+    summary["channels"] = {ch: e for ch, e in summary["channels"].items() if keep(ch)}
+    if not summary["channels"]:
+        raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
+                       f"({len(data.series)} channels in {args.trace}; 'sysprof report --all' lists them)")
+    plotted = None
+    if args.plot:
+        plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
+                             title=summary.get("command") or args.trace, smooth_s=args.smooth)
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+        if plotted is not None:
+            print(f"\nplot: {args.plot} ({plotted} series)")
+    return 0
+
+
+def _read_trace_or_fail(read_trace, path):
+    if not os.path.exists(path):
+        raise CLIError(f"no such file: {path}")
+    try:
+        return read_trace(path)
+    except (OSError, ValueError, EOFError) as e:
+        raise CLIError(f"cannot read {path}: {e}") from None
+
+
+def cmd_repair(args) -> int:
+    _import_sysprof()
+    from sysprof.trace.chrome import TraceBusyError, repair_trace
+
+    if not os.path.exists(args.trace):
+        raise CLIError(f"no such file: {args.trace}")
+    try:
+        n = repair_trace(args.trace)
+    except TraceBusyError as e:
+        who = f"pid {e.pid}" if e.pid else "another process"
+        raise CLIError(f"cannot repair {args.trace}: it is locked by {who}, a recorder still writing it; "
+                       f"repair it once that ends") from None
+    except (OSError, ValueError, EOFError) as e:
+        raise CLIError(f"cannot repair {args.trace}: {e}") from None
+    print(f"{PROG}: {args.trace}: {n:,} events kept; the trace is closed")
+    return 0
+
+
+#: the directory above the package: a source checkout when sysprof runs from one (an editable install)
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+
+
+def _bench_script():
+    """``benchmarks/run.py`` of a sysprof source checkout: the current directory's, else the one beside the
+    package (an editable install); None after ``pip install .``. A checkout is told by its pyproject.toml
+    naming the project sysprof, so another project's benchmarks/run.py is never run."""
+    for root in (Path.cwd(), _PACKAGE_PARENT):
+        script = root / "benchmarks" / "run.py"
+        try:
+            if script.is_file() and re.search(r'^name\s*=\s*"sysprof"', (root / "pyproject.toml").read_text(), re.M):
+                return script
+        except (OSError, UnicodeDecodeError):
+            continue
+    return None
+
+
+def cmd_bench(args) -> int:
+    script = _bench_script()
+    if script is None:
+        raise CLIError(f"bench needs a source checkout (benchmarks/run.py not found in {os.getcwd()})", status=2)
+    rest = list(args.bench_args or [])
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    return subprocess.call([sys.executable, str(script), *rest])

@@ -1,0 +1,93 @@
+"""The ``sysprof`` argument parser: one sub-parser per command; ``record``'s source flags come from the registry
+(:func:`~sysprof.cli.sources.add_source_flags`)."""
+from __future__ import annotations
+
+import argparse
+
+from .commands import cmd_bench, cmd_repair, cmd_report
+from .common import PROG, CLIError, _version, parse_time
+from .info import cmd_info
+from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
+                     cmd_record)
+from .sources import add_source_flags
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line (no usage block) and raise instead of exiting."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise CLIError(f"{message} (see '{self.prog} --help')", status=2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="High-frequency system-metrics profiler for ML training.")
+    p.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    sub = p.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
+
+    r = sub.add_parser("record", help="sample system metrics while a command runs; write a Chrome/Perfetto trace",
+                       description="Sample system metrics while COMMAND runs (or for --duration, or until Ctrl-C) "
+                                   "and write a Chrome trace-event JSON file (open it in ui.perfetto.dev). "
+                                   "Exit status: the command's when it is not 0; otherwise 1 if the trace could "
+                                   "not be written completely (e.g. the disk filled up), else 0. "
+                                   "SIGINT/SIGTERM/SIGHUP/SIGQUIT are passed on to the command; should it "
+                                   "ignore them, a second one sends it SIGTERM and a third SIGKILL.")
+    r.add_argument("-o", "--output", metavar="TRACE",
+                   help="trace file (.json, or .json.gz for gzip; not '-'); default: a new "
+                        "sysprof-YYYYmmdd-HHMMSS.json in the current directory (-1, -2, ... added if that "
+                        "exists; never overwritten). A symbolic link at TRACE, even a dangling one, is refused: "
+                        "sysprof never writes through a link. The trace is locked (flock) while recorded: a "
+                        "second 'record' on it fails before its command starts. The trace holds the command "
+                        "line, every argument included")
+    r.add_argument("-f", "--force", action="store_true",
+                   help="overwrite an existing output file (emptied in place once the command has started)")
+    r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
+                   help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
+    r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
+                   help="stop after this long (a running command is then sent SIGTERM, like timeout(1), and "
+                        "recorded until it exits)")
+    r.add_argument("--kill-after", type=parse_time, default=parse_time(DEFAULT_KILL_AFTER), metavar="TIME",
+                   help=f"with --duration: send SIGKILL if the command is still running this long after the "
+                        f"SIGTERM (default {DEFAULT_KILL_AFTER})")
+    add_source_flags(r)
+    r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
+    r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
+    r.add_argument("--every-row", action="store_true",
+                   help="write every channel group at every sample (default: only when a value changed)")
+    r.add_argument("--capacity", type=int, metavar="ROWS",
+                   help=f"sampler ring-buffer rows, 8 x (1 + channels) bytes each; default about "
+                        f"{RING_SECONDS:g} s of samples: ceil({RING_SECONDS:g} / interval), "
+                        f"{MIN_CAPACITY} to {MAX_CAPACITY}")
+    r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
+    r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
+                   help="the command to run and record")
+    r.set_defaults(func=cmd_record)
+
+    rp = sub.add_parser("report", help="summarize a trace: per-channel statistics, rate, drops; --plot, --json",
+                        description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace.")
+    rp.add_argument("trace", metavar="TRACE")
+    rp.add_argument("--json", action="store_true", help="machine-readable output")
+    rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
+    rp.add_argument("--smooth", type=parse_time, metavar="TIME",
+                    help="with --plot: plot a moving average over this window (e.g. 100ms) instead of the raw steps")
+    rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
+                    help="only channels matching this glob or substring (repeatable)")
+    rp.add_argument("--all", action="store_true", help="also list channels that were always 0")
+    rp.set_defaults(func=cmd_report)
+
+    inf = sub.add_parser("info", help="backend, available sources and why not, kernel, CPUs",
+                         description="What sysprof can sample on this machine, and why not.")
+    inf.add_argument("--json", action="store_true", help="machine-readable output")
+    inf.set_defaults(func=cmd_info)
+
+    rep = sub.add_parser("repair", help="close a truncated trace (e.g. of a killed recorder)",
+                         description="Rewrite a truncated trace as valid JSON, keeping every complete event. "
+                                     "A symbolic link is followed: the file it points to is repaired and the "
+                                     "link kept. A trace still being recorded (its recorder holds the lock) is "
+                                     "refused; a killed recorder's lock is gone with it.")
+    rep.add_argument("trace", metavar="TRACE")
+    rep.set_defaults(func=cmd_repair)
+
+    b = sub.add_parser("bench", help="run the benchmarks (benchmarks/run.py of a source checkout)", add_help=False)
+    b.add_argument("bench_args", nargs=argparse.REMAINDER)
+    b.set_defaults(func=cmd_bench)
+    return p

@@ -1,0 +1,370 @@
+"""``sysprof record``: check the arguments, open the trace, start the sampler and the command (:func:`cmd_record`),
+then drain the sampler into the trace until the command ends (:class:`_Recording`: start, loop, finish)."""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import select
+import shlex
+import signal
+import sys
+import time
+
+from ..report import human_bytes
+from ..sampling import registry
+from ..sampling.registry import SOURCES
+from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, units_event
+from ..trace.tracks import EventBuilder
+from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
+from .common import PROG, CLIError, _import_sysprof, _version
+from .output import _open_output, _symlink_error
+from .sources import (_require_a_source, _sources_from_args, check_targets, requested, sampler_kwargs,
+                      target_sources, warn_problems)
+
+#: the sampling interval used when ``--interval`` is not given
+DEFAULT_INTERVAL = "10ms"
+#: drain the sampler this often (seconds); flush the trace at least every FLUSH_PERIOD seconds
+DRAIN_PERIOD = 0.2
+FLUSH_PERIOD = 1.0
+STATUS_PERIOD = 0.5
+#: the sampler's ring holds about RING_SECONDS of samples (it is drained every DRAIN_PERIOD), within these rows
+RING_SECONDS = 4.0
+MIN_CAPACITY = 1024
+MAX_CAPACITY = 65536
+#: with --duration and a command: SIGKILL this long after the SIGTERM (--kill-after)
+DEFAULT_KILL_AFTER = "5s"
+
+
+def _default_capacity(interval: float) -> int:
+    """Sampler ring rows for about RING_SECONDS of samples (drained every DRAIN_PERIOD s), within bounds."""
+    return int(min(MAX_CAPACITY, max(MIN_CAPACITY, math.ceil(RING_SECONDS / interval))))
+
+
+def _preflight(args, command) -> None:
+    """Checks before anything runs or any file is touched: the output's name, the command."""
+    output = args.output
+    if output == "-":
+        raise CLIError("writing to stdout is not supported; give -o FILE", status=2)
+    if output is not None and os.path.islink(output):
+        raise _symlink_error(output)  # checked for a clear message; the open refuses a link too (O_NOFOLLOW)
+    if output is not None and os.path.isdir(output):
+        raise CLIError(f"output is a directory: {output}", status=2)
+    if command:
+        _resolve_command(command)
+    if output is not None and os.path.lexists(output) and not args.force:
+        raise CLIError(f"output exists: {output} (use --force to overwrite)")
+
+
+def cmd_record(args) -> int:
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.pid is not None and command:
+        raise CLIError("give either a command or --pid, not both", status=2)
+    target = bool(command) or args.pid is not None
+    check_targets(args, target)
+    if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
+        raise CLIError(f"no such process: {args.pid}")
+    sources = _sources_from_args(args, target, pid_given=args.pid is not None)
+    _preflight(args, command)
+    sysprof = _import_sysprof()
+
+    kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
+                  capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval))
+    asked = requested(sources)
+    followed = [name for name in asked if name in target_sources()]
+    follow_child = bool(followed) and bool(command)
+    if args.pid is not None and any(SOURCES[name].follows_pid for name in asked):
+        kwargs["pid"] = args.pid
+
+    def make_sampler(**extra):
+        try:
+            return sysprof.Sampler(**dict(kwargs, **extra))
+        except (ValueError, TypeError) as e:
+            raise CLIError(f"cannot start the sampler: {e}") from None
+
+    rec = _Recording(args, command)
+    try:
+        rec.start(make_sampler, sources, follow_child, {name: False for name in followed})
+    except BaseException:
+        rec.abort()
+        raise
+    warn_problems(rec.sampler, args, args.quiet)
+    try:
+        return rec.run()
+    finally:
+        rec.signals.restore()
+        if rec.child is not None:
+            rec.child.close()
+
+
+class _Recording:
+    """One ``record`` run: :meth:`start` (output, sampler, command), :meth:`run` (the trace's head, the loop,
+    the end, the summary line, the exit status); :meth:`abort` undoes a start that failed."""
+
+    def __init__(self, args, command):
+        self.args = args
+        self.command = command
+        self.quiet = args.quiet
+        self.output = args.output
+        self.sampler = self.child = self.writer = self.out = None
+        self.signals = _Signals()
+        self.my_pid = os.getpid()
+        self.float_ts = args.interval < 1e-3
+        self.returncode = None
+        self.failure = None
+        self.stats = {}
+
+    # ---- start ----
+    def start(self, make_sampler, sources, follow_child, without_followed) -> None:
+        """Nothing touches an existing output until the arguments, the sources and the command have passed: it
+        is opened and locked before the command starts, and truncated only once the command runs."""
+        from sysprof.trace.chrome import ChromeTraceWriter
+
+        # validate the arguments (and warm up discovery) before anything is spawned
+        self.sampler = make_sampler(**without_followed) if follow_child else make_sampler()
+        _require_a_source(self.sampler, sources, follow_child)
+        self.out = _open_output(self.output, self.args.force)
+        self.output = self.out.path
+        if not follow_child:
+            self.sampler.start()  # before the command starts, so its start-up is in the trace
+        self.signals.install()
+        if self.command:
+            self._spawn()
+        try:
+            self.out.truncate()
+            self.writer = self.out.writer(ChromeTraceWriter)
+        except OSError as e:
+            raise CLIError(f"cannot write {self.output}: {e.strerror or e}") from None
+        if follow_child:
+            self.sampler = make_sampler(pid=self.child.pid)
+            self.sampler.start()
+
+    def _spawn(self) -> None:
+        name = self.command[0]
+        try:
+            self.child = _Child(self.command)
+        except FileNotFoundError:
+            raise CLIError(f"command not found: {name}", status=127) from None
+        except PermissionError:
+            raise CLIError(f"permission denied: {name}", status=126) from None
+        except OSError as e:
+            raise CLIError(f"cannot run {name}: {e.strerror or e}", status=126) from None
+        self.signals.child_pid = self.child.pid
+        for sig in list(self.signals.received):  # arrived while the command was being started
+            self.signals.send(sig)
+
+    def abort(self) -> None:
+        self.signals.restore()
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self.out is not None:
+            self.out.discard()  # before the writer closes: the file goes while still locked
+        if self.writer is not None:
+            self.writer.close()
+        child = self.child
+        if child is not None and child.poll() is None:  # pragma: no cover - only on a sampler failure
+            child.popen.kill()
+            child.popen.wait()
+
+    # ---- the recording ----
+    def run(self) -> int:
+        args = self.args
+        self.proc_pid = self.child.pid if self.child is not None else args.pid
+        channels = tuple(self.sampler.channels)
+        on_track = tuple(p for name in target_sources() for p in SOURCES[name].prefixes)
+        follows = any(c.startswith(on_track) for c in channels) if on_track else False
+        self.builder = EventBuilder(channels, system_pid=self.my_pid,
+                                    process_pid=self.proc_pid if follows else None,
+                                    float_ts=self.float_ts, changes_only=not args.every_row)
+        self.t_start_ns = time.time_ns()
+        self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
+        self.timeout = _Timeout(args.duration, args.kill_after)
+        try:
+            self.writer.write_many(self._head(channels))
+            self.writer.flush()
+            self._loop()
+        except Exception as e:  # a failure while recording: keep what we have, still wait for the child
+            self.failure = e
+        finally:
+            self._finish()
+        return self._conclude()
+
+    def _ts(self, t_ns: int):
+        return t_ns / 1000.0 if self.float_ts else t_ns // 1000
+
+    def _head(self, channels):
+        """The trace's first events: process names, the start event with the metadata, the units."""
+        args, my_pid, proc_pid, command = self.args, self.my_pid, self.proc_pid, self.command
+        # the command line (arguments, secrets among them, included) is written once: the start event's
+        cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
+        head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0, "args": {"name": "sysprof: system"}},
+                {"name": "process_sort_index", "ph": "M", "pid": my_pid, "tid": 0, "args": {"sort_index": 0}}]
+        if proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in self.builder.groups):
+            name = f"{os.path.basename(command[0])} (pid {proc_pid})" if command else f"pid {proc_pid}"
+            head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
+                     {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
+        sampler = self.sampler
+        meta = {
+            "version": _version(),
+            "command_line": cmdline,
+            "pid": proc_pid,
+            "recorder_pid": my_pid,
+            "interval_s": sampler.interval,
+            "capacity": getattr(sampler, "capacity", None),
+            "backend": getattr(sampler, "backend", None),
+            "channels": list(channels),
+            "errors": dict(getattr(sampler, "errors", {})),
+            "host": platform.node(),
+            "kernel": platform.release(),
+            "cpu_count": os.cpu_count(),
+            "start_time_ns": self.t_start_ns,
+            "duration_limit_s": args.duration,
+        }
+        head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
+                     "tid": 0, "args": meta})
+        units = {ch: u for ch in channels for u in [registry.unit_of(ch)] if u is not None}
+        head.append(units_event(units, my_pid))
+        return head
+
+    def _loop(self) -> None:
+        """Drain the sampler into the trace until the command exits, a signal, --duration, or --pid's end."""
+        args, child, signals, timeout, sampler, writer = (self.args, self.child, self.signals, self.timeout,
+                                                           self.sampler, self.writer)
+        t0 = last_flush = time.monotonic()
+        while True:
+            # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration (or kill-after) to end
+            left = timeout.remaining()
+            wait = DRAIN_PERIOD if left is None else min(DRAIN_PERIOD, left)
+            fds = [fd for fd in ((child.pidfd if child is not None else None), signals.wakeup_r) if fd is not None]
+            try:
+                if fds:
+                    select.select(fds, [], [], wait)
+                else:
+                    time.sleep(wait)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for safety
+                pass
+            signals.drain_wakeup()
+
+            batch = sampler.drain()
+            if len(batch):
+                writer.write_many(self.builder.events(batch))
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_PERIOD:
+                _write_stats_counter(writer, sampler, self.float_ts)
+                writer.flush()
+                last_flush = now
+            self.status.update(now - t0, self.builder.rows, sampler.stats, writer.bytes_written)
+
+            if child is not None:
+                self.returncode = child.poll()
+                if self.returncode is not None:
+                    signals.child_pid = None
+                    return
+            elif args.pid is not None and not _pid_alive(args.pid):
+                return
+            elif signals.received:
+                return
+            if timeout.at is not None and time.monotonic() >= timeout.at:
+                if child is None:
+                    timeout.reached = True
+                    return
+                signals.send(timeout.step())  # keep recording while the command shuts down
+
+    def _finish(self) -> None:
+        """Stop the sampler, write what is left and the stop event, close the trace; failures are kept."""
+        sampler, writer, builder = self.sampler, self.writer, self.builder
+        try:
+            sampler.stop()
+        except Exception as e:  # pragma: no cover
+            self.failure = self.failure or e
+        try:
+            self.stats = dict(sampler.stats)
+            batch = sampler.drain()
+            if len(batch):
+                writer.write_many(builder.events(batch))
+            writer.write_many(builder.finish())
+            _write_stats_counter(writer, sampler, self.float_ts)
+            self.stats = dict(sampler.stats)
+        except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
+            self.failure = self.failure or e
+        self.t_end_ns = time.time_ns()
+        stop_args = {"stats": self.stats, "samples_written": builder.rows,
+                     "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9,
+                     "signals": [signal.Signals(s).name for s in self.signals.received],
+                     "signals_sent": list(self.signals.sent),
+                     "duration_reached": self.timeout.reached, "errors": dict(getattr(sampler, "errors", {}))}
+        if self.returncode is not None:
+            stop_args["returncode"] = self.returncode
+        try:
+            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
+                          "pid": self.my_pid, "tid": 0, "args": stop_args})
+        except Exception as e:
+            self.failure = self.failure or e
+        try:
+            writer.close()
+        except Exception as e:
+            self.failure = self.failure or e
+        self.status.clear()
+
+    def _conclude(self) -> int:
+        """The closing line, waiting for a command still running, and the exit status."""
+        failure, output, child, stats = self.failure, self.output, self.child, self.stats
+        if failure is not None:
+            print(f"{PROG}: recording stopped early: {type(failure).__name__}: {failure}; the trace is incomplete "
+                  f"(run 'sysprof repair {output}' if it is not closed)", file=sys.stderr, flush=True)
+        if child is not None and self.returncode is None:  # the recording failed: still wait for the command
+            self.returncode = _wait_child(child, self.signals, self.timeout)
+        if not self.quiet and failure is None:
+            written, dropped = self.builder.rows, int(stats.get("dropped", 0))
+            elapsed = (self.t_end_ns - self.t_start_ns) / 1e9
+            size = os.path.getsize(output) if os.path.exists(output) else self.writer.bytes_written
+            print(f"{PROG}: wrote {output}: {written:,} samples in {elapsed:.1f} s "
+                  f"({written / elapsed if elapsed > 0 else 0:.0f}/s), {dropped:,} dropped"
+                  f"{' (the ring was full: raise --capacity)' if dropped else ''}, "
+                  f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}",
+                  file=sys.stderr, flush=True)
+        if child is not None and _exit_status(self.returncode) != 0:
+            return _exit_status(self.returncode)  # the command's failure comes first
+        return 1 if failure is not None else 0
+
+
+class _Status:
+    """The live status line on stderr (a terminal only)."""
+
+    def __init__(self, enabled: bool, path: str):
+        self.enabled = enabled
+        self.path = path
+        self.last = 0.0
+        self.shown = False
+
+    def update(self, elapsed, written, stats, nbytes, force=False):
+        """``written``: sample rows written to the trace; ``stats``: the sampler's (``dropped``)."""
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < STATUS_PERIOD:
+            return
+        self.last = now
+        line = (f"{PROG}: {elapsed:7.1f} s  {written:>10,} samples  "
+                f"{int(stats.get('dropped', 0)):,} dropped  {human_bytes(nbytes)}  {self.path}")
+        sys.stderr.write("\r" + line + "\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self):
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+
+def _write_stats_counter(writer, sampler, float_ts):
+    st = sampler.stats
+    t = time.time_ns()
+    writer.write({"name": STATS_COUNTER, "ph": "C", "ts": t / 1000.0 if float_ts else t // 1000,
+                  "pid": os.getpid(), "tid": 0,
+                  "args": {"taken": st.get("taken"), "dropped": st.get("dropped"),
+                           "missed_deadlines": st.get("missed_deadlines")}})

@@ -1,0 +1,115 @@
+"""Which sources ``sysprof record`` samples, all read from the registry (``sysprof.sampling.registry.SOURCES``):
+the source flags of ``--help``, ``--all``, the default set, the Sampler's keywords and which problems are
+warned about. A source added to the registry gets its flag, its place in ``--all`` and in ``sysprof info``
+with no change here."""
+from __future__ import annotations
+
+from ..sampling import registry
+from ..sampling.registry import SOURCES, source_available
+from .common import CLIError, _warn
+
+
+def measures_target(spec) -> bool:
+    """Whether a source measures the followed process itself (``process``, ``process_tree``: it reads
+    ``/proc/<pid>/``), so that sysprof's own would be meaningless: it needs a command or ``--pid``, and
+    ``--all`` takes it only then. A source that only locates something through the pid (the pid's cgroup,
+    where the command also runs) is sampled without one. A registry field ``needs_target`` overrides."""
+    own = getattr(spec, "needs_target", None)
+    if own is not None:
+        return bool(own)
+    return spec.follows_pid and "/proc/<pid>/" in spec.file
+
+
+def target_sources():
+    """Names of the sources that measure the followed process (:func:`measures_target`), in registry order."""
+    return tuple(name for name, spec in SOURCES.items() if measures_target(spec))
+
+
+def pid_default_sources():
+    """What ``record --pid P`` adds to the default set when no source is named: the registry's sources with
+    ``pid_default`` where it has that field, else the first one measuring the process (its own numbers)."""
+    marked = tuple(n for n, s in SOURCES.items() if getattr(s, "pid_default", False))
+    if marked or any(hasattr(s, "pid_default") for s in SOURCES.values()):
+        return marked
+    return target_sources()[:1]
+
+
+def _option_names():
+    return tuple(opt.name for spec in SOURCES.values() for opt in spec.options)
+
+
+def add_source_flags(parser) -> None:
+    """The "sources" argument group: one flag per registry source and per source option, and ``--all``."""
+    defaults = " ".join(SOURCES[n].flag for n in registry.DEFAULT_SOURCES)
+    with_pid = " ".join(SOURCES[n].flag for n in pid_default_sources())
+    g = parser.add_argument_group(f"sources (default: {defaults}" + (f"; with --pid also {with_pid})" if with_pid
+                                                                     else ")"))
+    for spec in SOURCES.values():
+        help_text = f"{spec.help} ({spec.file})"
+        if measures_target(spec):
+            help_text += "; needs a command or --pid"
+        elif spec.follows_pid:
+            help_text += "; of --pid, else sysprof's (where COMMAND starts)"
+        g.add_argument(spec.flag, dest=spec.name, action="store_true", help=help_text)
+        for opt in spec.options:
+            g.add_argument(opt.flag, dest=opt.name, action="store_true", help=f"{opt.help} (implies {spec.flag})")
+    targets = " and ".join(SOURCES[n].flag for n in target_sources())
+    g.add_argument("--all", action="store_true",
+                   help="every source" + (f" ({targets} when there is a command or --pid)" if targets else ""))
+
+
+def _sources_from_args(args, have_target: bool, pid_given: bool = False):
+    """``{name: on}`` for every registry source and source option, as the flags, ``--all`` or the defaults say."""
+    names = tuple(SOURCES) + _option_names()
+    chosen = {n: bool(getattr(args, n, False)) for n in names}
+    if args.all:
+        chosen = {n: True for n in names}
+        chosen.update({n: have_target for n in target_sources()})
+    elif not any(chosen.values()):
+        chosen.update({n: True for n in registry.DEFAULT_SOURCES})
+        chosen.update({n: pid_given for n in pid_default_sources()})  # following a --pid: its numbers are the point
+    for name, spec in SOURCES.items():
+        if any(chosen[opt.name] for opt in spec.options):
+            chosen[name] = True  # an option implies its source
+    return chosen
+
+
+def requested(chosen):
+    """The source names switched on in ``chosen`` (options left out)."""
+    return [name for name in SOURCES if chosen.get(name)]
+
+
+def sampler_kwargs(chosen) -> dict:
+    """The Sampler keywords (one per source and option) of a selection."""
+    return {n: bool(chosen.get(n)) for n in tuple(SOURCES) + _option_names()}
+
+
+def check_targets(args, have_target: bool) -> None:
+    """A source that measures the followed process, named by its flag without a command or --pid, is an error."""
+    for name in target_sources():
+        if getattr(args, name, False) and not have_target:
+            raise CLIError(f"{SOURCES[name].flag} follows a command (after --) or --pid PID; none given", status=2)
+
+
+def _require_a_source(sampler, sources, follow_child: bool) -> None:
+    """Raise CLIError when none of the requested ``sources`` (name -> bool) gives the sampler a channel; the
+    command's own process (``follow_child``) is sampled later, by a second sampler, so it counts as there."""
+    asked = requested(sources)
+    if follow_child and any(name in asked for name in target_sources()):
+        return
+    channels = tuple(sampler.channels)
+    if any(source_available(src, channels) for src in asked):
+        return
+    errors = dict(getattr(sampler, "errors", {}))
+    why = "; ".join(f"{src}: {errors.get(src, 'no channels')}" for src in asked)
+    raise CLIError(f"no requested source is available: {why}")
+
+
+def warn_problems(sampler, args, quiet: bool) -> None:
+    """Warn about each of the sampler's problems. ``--all`` takes what this machine has: a source it added
+    beyond the default set, not named by its own flag, is not warned about; a default source's problem, or a
+    named one's, is news."""
+    for src, why in sorted(getattr(sampler, "errors", {}).items()):
+        if args.all and src in SOURCES and src not in registry.DEFAULT_SOURCES and not getattr(args, src, False):
+            continue
+        _warn(f"{src}: {why}", quiet)

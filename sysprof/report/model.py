@@ -1,0 +1,135 @@
+"""A sysprof trace read back into per-channel series: the start and stop metadata, the declared units, the final
+sampler statistics. Errors are :class:`ReportError`."""
+from __future__ import annotations
+
+from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, UNITS_EVENT, join_channel
+
+__all__ = ["ReportError", "TraceData"]
+
+
+class ReportError(ValueError):
+    """A trace that cannot be reported on or plotted, with a one-line reason."""
+
+
+class TraceData:
+    """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats.
+
+    ``series[channel] = (ts_us, values)``, sorted by time; a counter holds its value until its next
+    event (Chrome's step semantics), so statistics weigh each value by how long it held. Each event of a
+    counter gives a value to every key the counter has anywhere in the trace: NaN where the event lacks
+    the key (or has ``null``), so a value is never held across a time it was unknown. ``units`` holds the
+    units the trace declares (its ``sysprof units`` metadata events: channel -> symbol; empty in a trace
+    without them)."""
+
+    def __init__(self, events):
+        import numpy as np
+
+        self.meta = {}
+        self.stop = None
+        self.start_ts = None
+        self.stop_ts = None
+        self.last_counter_stats = None
+        self.last_counter_ts = None
+        self.units = {}
+        groups = {}  # counter name -> ([ts], [args])
+        for ev in events:
+            if not isinstance(ev, dict):
+                continue
+            ph = ev.get("ph")
+            name = ev.get("name")
+            ts = ev.get("ts")
+            if ph == "C":
+                args = ev.get("args") or {}
+                if not isinstance(ts, (int, float)) or not isinstance(args, dict):
+                    continue
+                if name == STATS_COUNTER:
+                    self.last_counter_stats = args
+                    self.last_counter_ts = ts
+                    continue
+                group = groups.get(name)
+                if group is None:
+                    group = groups[name] = ([], [])
+                group[0].append(ts)
+                group[1].append(args)
+            elif ph == "M" and name == UNITS_EVENT:
+                args = ev.get("args")
+                units = args.get("units") if isinstance(args, dict) else None
+                if isinstance(units, dict):
+                    self.units.update((str(ch), u) for ch, u in units.items() if isinstance(u, str))
+            elif ph in ("i", "I") and name == START_EVENT:
+                self.meta = ev.get("args") or {}
+                self.start_ts = ts
+            elif ph in ("i", "I") and name == STOP_EVENT:
+                self.stop = ev.get("args") or {}
+                self.stop_ts = ts
+        nan = float("nan")
+        raw = {}
+        for name, (tss, argss) in groups.items():
+            for key in dict.fromkeys(k for a in argss for k in a):  # every key of the counter, in order
+                vals = [a.get(key) for a in argss]
+                raw[join_channel(str(name), str(key))] = (tss, [nan if v is None else v for v in vals])
+        order = list(self.meta.get("channels") or [])
+        known = set(order)
+        order += [c for c in raw if c not in known]
+        self.series = {}
+        for ch in order:
+            if ch not in raw:
+                continue
+            ts, vals = raw[ch]
+            t = np.asarray(ts, dtype=np.float64)
+            try:
+                v = np.asarray(vals, dtype=np.float64)
+            except (TypeError, ValueError):
+                continue  # not numeric: not a channel
+            idx = np.argsort(t, kind="stable")
+            self.series[ch] = (t[idx], v[idx])
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the trace has ``sysprof record``'s metadata (its start event)."""
+        return self.start_ts is not None
+
+    @property
+    def truncated(self) -> bool:
+        """A ``sysprof record`` trace without its stop event (the recorder was killed or the disk filled)."""
+        return self.recorded and self.stop is None
+
+    def stats(self) -> dict:
+        if self.stop is not None and self.stop.get("stats"):
+            return dict(self.stop["stats"])
+        return dict(self.last_counter_stats or {})
+
+    def timestamps(self):
+        import numpy as np
+
+        if not self.series:
+            return np.zeros(0)
+        return np.unique(np.concatenate([t for t, _ in self.series.values()]))
+
+    def interval(self):
+        """``(seconds, source)``: the sampling interval from the metadata (source ``"metadata"``), else the
+        median spacing of the counter timestamps (``"median spacing"``); ``(None, None)`` when neither."""
+        import numpy as np
+
+        iv = self.meta.get("interval_s")
+        if isinstance(iv, (int, float)) and iv > 0:
+            return float(iv), "metadata"
+        ts = self.timestamps()
+        if ts.size >= 2:
+            return float(np.median(np.diff(ts))) / 1e6, "median spacing"
+        return None, None
+
+    def interval_us(self) -> float:
+        """The sampling interval in µs (see :meth:`interval`; 1 when unknown)."""
+        iv, _ = self.interval()
+        return iv * 1e6 if iv else 1.0
+
+    def weights(self, t):
+        """How long (µs) each value of a series held: until the series' next event; the last one an interval."""
+        import numpy as np
+
+        w = np.empty_like(t)
+        if t.size:
+            w[:-1] = np.diff(t)
+            w[-1] = self.interval_us()
+        return w

@@ -1,0 +1,112 @@
+"""Statistics of a trace: time-weighted per-channel statistics (a counter holds its value until its next event)
+and the summary ``sysprof report`` prints or writes as JSON."""
+from __future__ import annotations
+
+import fnmatch
+import math
+
+from ..sampling.registry import source_available
+from .model import TraceData
+from .units import unit_of
+
+__all__ = ["weighted_stats", "summarize", "channel_filter", "jsonable"]
+
+
+def jsonable(x):
+    """NaN/inf -> None, numpy scalars -> Python, recursively."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            x = x.item()
+        except (TypeError, ValueError):
+            return str(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+
+def weighted_stats(values, weights) -> dict:
+    """min, mean, p50, p95, max of the finite values, mean and percentiles weighted by ``weights``."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    ok = np.isfinite(v) & np.isfinite(w) & (w >= 0)
+    v, w = v[ok], w[ok]
+    if v.size == 0:
+        return dict(min=None, mean=None, p50=None, p95=None, max=None)
+    if not w.sum() > 0:
+        w = np.ones_like(v)
+    order = np.argsort(v, kind="stable")
+    vs, cw = v[order], np.cumsum(w[order])
+    total = cw[-1]
+
+    def q(p):
+        return float(vs[min(int(np.searchsorted(cw, p * total, side="left")), vs.size - 1)])
+
+    return dict(min=float(vs[0]), mean=float(np.dot(v, w) / w.sum()), p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
+
+
+def summarize(data: TraceData) -> dict:
+    import numpy as np
+
+    stats = data.stats()
+    # duration: start event -> stop event (or the last flush of a truncated trace), else the data's span
+    ts = data.timestamps()
+    end_ts = data.stop_ts if data.stop_ts is not None else data.last_counter_ts
+    if data.start_ts is not None and end_ts is not None and end_ts > data.start_ts:
+        duration = (end_ts - data.start_ts) / 1e6
+    else:
+        duration = float((ts[-1] - ts[0]) / 1e6) if ts.size >= 2 else 0.0
+    taken, dropped = stats.get("taken"), stats.get("dropped")
+    if isinstance(taken, (int, float)):
+        samples = int(taken - (dropped or 0))
+        rate = samples / duration if duration > 0 else None
+    else:  # a trace from elsewhere: count distinct timestamps
+        samples = int(ts.size)
+        rate = (samples - 1) / duration if duration > 0 and samples >= 2 else None
+    channels = {}
+    for ch, (t, v) in data.series.items():
+        entry = {"unit": unit_of(ch, data.units), "events": int(v.size), "valid": int(np.isfinite(v).sum())}
+        entry.update(weighted_stats(v, data.weights(t)))
+        finite = v[np.isfinite(v)]
+        entry["first"] = float(finite[0]) if finite.size else None
+        entry["last"] = float(finite[-1]) if finite.size else None
+        channels[ch] = entry
+    interval, interval_source = data.interval()
+    errors = data.meta.get("errors") or {}
+    return jsonable({
+        "command": data.meta.get("command_line"),
+        "version": data.meta.get("version"),
+        "backend": data.meta.get("backend"),
+        "interval_s": interval,
+        "interval_source": interval_source,
+        "nominal_rate_hz": (1.0 / interval) if interval else None,
+        "samples": samples,
+        "duration_s": duration,
+        "effective_rate_hz": rate,
+        "taken": taken,
+        "dropped": dropped,
+        "missed_deadlines": stats.get("missed_deadlines"),
+        "sample_ns_mean": stats.get("sample_ns_mean"),
+        "sample_ns_p99": stats.get("sample_ns_p99"),
+        "returncode": (data.stop or {}).get("returncode"),
+        "recorded": data.recorded,
+        "truncated": data.truncated,
+        "errors": errors,
+        "unavailable": [src for src in errors if not source_available(src, data.meta.get("channels") or [])],
+        "channels": channels,
+    })
+
+
+def channel_filter(patterns):
+    if not patterns:
+        return lambda ch: True
+
+    def ok(ch):
+        return any(fnmatch.fnmatchcase(ch, p) or p in ch for p in patterns)
+    return ok
