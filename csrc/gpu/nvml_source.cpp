@@ -177,9 +177,9 @@ class NvmlSource final : public Source {
   char msg_[256] = {};
 };
 
-}  // namespace
-
 std::unique_ptr<Source> make_nvml_source() { return std::make_unique<NvmlSource>(); }
+
+}  // namespace
 
 SYSPROF_SOURCE(gpu, make_nvml_source);
 

@@ -58,22 +58,9 @@ def _cgroup_version(root: str = "/sys/fs/cgroup") -> str:
 
 
 def _nvml_info():
-    import ctypes
-    import ctypes.util
+    from ..sampling.portable.nvml import probe_library
 
-    env = os.environ.get("SYSPROF_NVML_LIBRARY")
-    found = ctypes.util.find_library("nvidia-ml")
-    candidates = ([(env, "SYSPROF_NVML_LIBRARY")] if env else []) + \
-        [(found or "libnvidia-ml.so.1", "ctypes.util.find_library('nvidia-ml')" if found else "the loader path")]
-    errors = []
-    for lib, how in candidates:
-        try:
-            ctypes.CDLL(lib)
-            return {"found": True, "library": lib, "source": how}
-        except OSError as e:
-            errors.append(f"{lib} ({how}): {str(e).split(': ')[-1]}")
-    return {"found": False, "library": None,
-            "reason": "; ".join(errors) + " -- install the NVIDIA driver or set SYSPROF_NVML_LIBRARY"}
+    return probe_library()
 
 
 def gather_info() -> dict:

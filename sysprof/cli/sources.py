@@ -10,14 +10,11 @@ from .common import CLIError, _warn
 
 
 def measures_target(spec) -> bool:
-    """Whether a source measures the followed process itself (``process``, ``process_tree``: it reads
-    ``/proc/<pid>/``), so that sysprof's own would be meaningless: it needs a command or ``--pid``, and
+    """Whether a source measures the followed process itself (``SourceSpec.needs_target``: ``process``,
+    ``process_tree``), so that sysprof's own would be meaningless: it needs a command or ``--pid``, and
     ``--all`` takes it only then. A source that only locates something through the pid (the pid's cgroup,
-    where the command also runs) is sampled without one. A registry field ``needs_target`` overrides."""
-    own = getattr(spec, "needs_target", None)
-    if own is not None:
-        return bool(own)
-    return spec.follows_pid and "/proc/<pid>/" in spec.file
+    where the command also runs) is sampled without one."""
+    return spec.needs_target
 
 
 def target_sources():
@@ -26,12 +23,8 @@ def target_sources():
 
 
 def pid_default_sources():
-    """What ``record --pid P`` adds to the default set when no source is named: the registry's sources with
-    ``pid_default`` where it has that field, else the first one measuring the process (its own numbers)."""
-    marked = tuple(n for n, s in SOURCES.items() if getattr(s, "pid_default", False))
-    if marked or any(hasattr(s, "pid_default") for s in SOURCES.values()):
-        return marked
-    return target_sources()[:1]
+    """What ``record --pid P`` adds to the default set when no source is named (``SourceSpec.pid_default``)."""
+    return tuple(n for n, s in SOURCES.items() if s.pid_default)
 
 
 def _option_names():

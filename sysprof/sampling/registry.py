@@ -66,6 +66,8 @@ class SourceSpec:
     channels: Tuple[ChannelSpec, ...]
     default: bool = False  # on in Sampler() and in `sysprof record` with no source flag
     follows_pid: bool = False  # reads the process given by pid (default: this one)
+    needs_target: bool = False  # measures that process itself: `record` needs a command or --pid; --all only then
+    pid_default: bool = False  # on in `sysprof record --pid P` when no source flag is given
     options: Tuple[OptionSpec, ...] = field(default=())
     portable: bool = True  # the psutil/pynvml backend has a reader for it
 
@@ -266,10 +268,11 @@ SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
         _ch("load/procs_running", "", "gauge", "runnable scheduling entities", "loadavg field 4 (before /)"),
         _ch("load/procs_total", "", "gauge", "scheduling entities that exist", "loadavg field 4 (after /)"))),
     SourceSpec("process", "the followed process (RSS, CPU, threads)", "/proc/<pid>/stat",
-               _process("process", "the process", tree=False), follows_pid=True),
+               _process("process", "the process", tree=False), follows_pid=True, needs_target=True,
+               pid_default=True),
     SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed",
                "/proc/<pid>/task/<tid>/children, /proc/<pid>/stat", _process("process_tree", "the members", tree=True),
-               follows_pid=True),
+               follows_pid=True, needs_target=True),
     SourceSpec("pressure", "pressure stall information", "/proc/pressure/{cpu,memory,io}", _pressure(),
                portable=False),
     SourceSpec("cgroup", "memory, CPU and I/O of the process's cgroup v2", "/sys/fs/cgroup/<path>/", _cgroup(),

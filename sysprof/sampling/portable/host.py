@@ -84,7 +84,7 @@ class PsutilSampler:
                     "gpu": self._gpu}
         self._sources = [(name, builders[name]) for name, spec in SOURCES.items()
                          if spec.portable and flags.get(name)]
-        self._gpu_state = None  # gpu_pynvml.NvmlState, shared by both readers
+        self._gpu_state = None  # portable.nvml_query.NvmlState, shared by both readers
         self._readers = self._open_readers()
         self.channels: List[str] = [c for _, names, _ in self._readers for c in names]
         self._sync = self._open_readers()  # sample() keeps its own baselines
@@ -285,7 +285,7 @@ class PsutilSampler:
     def _gpu(self):
         from .nvml import open_gpu
         self._gpu_state, names, read = open_gpu(self._gpu_state)
-        return list(names), lambda t: read(t / 1e9)  # gpu_pynvml takes seconds
+        return list(names), lambda t: read(t / 1e9)  # the NVML reader takes seconds
 
     # -- sampling -----------------------------------------------------------------------------
     def _row(self, readers, t: int) -> np.ndarray:
