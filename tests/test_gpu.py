@@ -445,7 +445,9 @@ def test_thread_rows_and_cost(fake, capsys):
     fake()
     s = gpu_sampler("native")
     s.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30  # 0.1 s of 1 ms ticks, however slowly a busy machine runs them
+    while s.stats["taken"] <= 100 and time.monotonic() < deadline:
+        time.sleep(0.02)
     s.stop()
     b = s.drain()
     assert len(b) > 100

@@ -519,8 +519,9 @@ def test_rows_at_start_and_stop_even_below_one_interval(backend):
     assert t_stop <= b.timestamps_ns[1] <= t1  # at stop
     st = s.stats
     assert st["taken"] == 2 and st["missed_deadlines"] == 0
-    # nearest-rank p99 of two costs is the larger one: never above the max, never below the mean
-    assert st["sample_ns_mean"] <= st["sample_ns_p99"] <= st["sample_ns_max"]
+    # nearest-rank p99 of two costs is the larger one, reported as the middle of its histogram bucket (16 per
+    # octave) and never above the max: at most half a bucket (1/32 of the max) below the mean
+    assert st["sample_ns_mean"] - st["sample_ns_max"] / 32 <= st["sample_ns_p99"] <= st["sample_ns_max"]
 
 
 def test_cost_stats_are_nan_before_any_sample():

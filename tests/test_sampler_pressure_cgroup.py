@@ -272,19 +272,26 @@ def test_threaded_path_pressure_and_cgroup(tmp_path):
     tree = SysTree("cgroup_v2", tmp_path)
     for rel in ("pressure/cpu", "pressure/memory", "pressure/io"):
         tree.write(rel, (FIXTURES / "pressure_full" / "v1" / "proc" / rel).read_bytes())
-    s, _ = open_sampler(tree, pressure=True, cgroup=True)
+    w_before = time.time_ns()
+    s, _ = open_sampler(tree, pressure=True, cgroup=True)  # primes the trailing windows' history
+    w_after = time.time_ns()
     assert s.errors == {}
-    with s:
-        time.sleep(0.05)
+    with s:  # until rows past the window exist, however late the thread runs on a busy machine
+        deadline = time.monotonic() + 30
+        while (s.stats["taken"] < 3 or time.time_ns() < w_after + 60_000_000) and time.monotonic() < deadline:
+            time.sleep(0.01)
     b = s.drain()
     assert len(b) >= 3
     assert (b.column("cgroup/memory_current_bytes") == 1073741824).all()
     assert (b.column("cgroup/cpu_limit_cores") == 2.0).all()
     assert (b.column("pressure/io/full_seconds_total") == 500000.0).all()
-    # NaN while the history is shorter than the 20 ms trailing window, then 0 (the file does not move)
+    # NaN while the history (from the priming read at construction) is shorter than the 20 ms trailing
+    # window, then 0 (the file does not move)
     r = b.column("pressure/cpu/some_seconds_per_second")
-    t_ms = (b.timestamps_ns - b.timestamps_ns[0]) / 1e6
-    assert np.isnan(r[t_ms < 15]).all() and (r[t_ms >= 25] == 0.0).all() and (t_ms >= 25).any()
+    ts = b.timestamps_ns
+    assert np.isnan(r[ts < w_before + 15_000_000]).all()
+    late = ts >= w_after + 25_000_000
+    assert late.any() and (r[late] == 0.0).all()
 
 
 def test_psutil_backend_says_native_only():
