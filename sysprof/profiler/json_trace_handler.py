@@ -209,26 +209,20 @@ class JSONTraceHandler(TraceHandler):
             self._write_pending()
 
     def process_counter_rows(self, rows: CounterRows) -> None:
-        """Record a batch of system-profiler counters: rows whose values are all finite are rendered as text, one
-        template per row (:class:`~sysprof.trace.tracks.RowTemplate`: the text is identical to per-event
-        encoding); other rows go through :meth:`process_counter_event`. The units of ``rows`` are declared once
-        per file and channel set (a ``"sysprof units"`` metadata event)."""
+        """Record a batch of system-profiler counters as text (:class:`~sysprof.trace.tracks.RowTemplate`: one
+        template per all-finite row; the text is identical to per-event encoding). The units of ``rows`` are
+        declared once per file and channel set (a ``"sysprof units"`` metadata event)."""
         template = self._template
         if template is None or template.series is not rows.series:
             template = self._template = RowTemplate(rows.series, self._rank, self._tid)
-        n_series = template.n_events
         pending = self._pending
         if rows.units and rows.units is not self._units_for:
             self._units_for = rows.units
             event = units_event(rows.units, self._rank)
             event["tid"] = self._tid  # the training loop's thread, as every event of Composer's layout
             pending.append((_UNITS, event))
-        for i, text in enumerate(template.texts(rows.times_ns, rows.values)):
-            if text is not None:
-                pending.append((_TEXT, text, n_series))
-            else:
-                for name, cats, timestamp, t, values in rows.row_events(i):
-                    pending.append((_C, name, cats, t, values))
+        for text, n in template.render(rows.times_ns, rows.values):
+            pending.append((_TEXT, text, n))
         self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
 
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:

@@ -312,29 +312,40 @@ _VALUE_SENTINEL = "\x01v\x01"
 
 class RowTemplate:
     """JSON text of whole rows of :class:`~sysprof.profiler.trace_handler.CounterRows` ``series`` in Composer's
-    layout (``cat`` = categories joined with ``,``; ``pid``, ``tid`` given): one ``%``-template per row, built with
-    :func:`~sysprof.trace.chrome.encode_event`, so the text is identical to encoding each event.
+    layout (``cat`` = categories joined with ``,``; ``pid``, ``tid`` given), the text
+    :func:`~sysprof.trace.chrome.encode_event` gives each event: rows whose values are all finite are filled
+    into one ``%``-template per row (the fast path); the others are encoded event by event, non-finite keys left
+    out and events with no key left not written."""
 
-    :meth:`texts` renders rows whose values are all finite; other rows are ``None`` (the caller renders their
-    events one by one, leaving non-finite keys out). ``n_events``: events per rendered row."""
-
-    __slots__ = ("series", "n_events", "_text")
+    __slots__ = ("series", "n_events", "_text", "_pid", "_tid", "_cats")
 
     def __init__(self, series: list, pid: Any, tid: Any) -> None:
         self.series = series
         self.n_events = len(series)
+        self._pid, self._tid = pid, tid
+        self._cats = [",".join(cats) for _, cats, _, _, _ in series]
         parts = []
-        for name, cats, keys, _, _ in series:
+        for (name, _, keys, _, _), cat in zip(series, self._cats):
             parts.append(encode_event(counter_event(name, _TS_SENTINEL, pid, tid, {k: _VALUE_SENTINEL for k in keys},
-                                                    ",".join(cats))))
+                                                    cat)))
         text = ",\n".join(parts).replace("%", "%%")
         self._text = text.replace(json.dumps(_VALUE_SENTINEL), "%r").replace(json.dumps(_TS_SENTINEL), "\x00")
 
-    def texts(self, times_ns, values) -> list:
-        """Per row: its events' text (``,\\n``-joined), or None where a value is not finite."""
+    def render(self, times_ns, values) -> list:
+        """``(text, events)`` per row with at least one event: its events' text, ``,\\n``-joined, and their count."""
         import numpy as np
 
-        template = self._text
+        template, n = self._text, self.n_events
         finite = np.isfinite(values).all(axis=1).tolist()
-        return [template.replace("\x00", str(t_us)) % tuple(row) if ok else None
-                for t_us, row, ok in zip((times_ns // 1000).tolist(), values.tolist(), finite)]
+        out = []
+        append = out.append
+        for t_us, row, ok in zip((times_ns // 1000).tolist(), values.tolist(), finite):
+            if ok:
+                append((template.replace("\x00", str(t_us)) % tuple(row), n))
+            else:
+                parts = [encode_event(counter_event(name, t_us, self._pid, self._tid, args, cat))
+                         for (name, _, keys, lo, hi), cat in zip(self.series, self._cats)
+                         for args in (counter_args(keys, row[lo:hi]),) if args]
+                if parts:
+                    append((",\n".join(parts), len(parts)))
+        return out
