@@ -299,11 +299,12 @@ class EventBuilder(EventRenderer):
         super().__init__(layout, float_ts=float_ts, changes_only=changes_only, pid=system_pid)
         import numpy as np
 
+        self.system_pid = system_pid
         self.groups = [(t.name, t.pid, np.asarray(t.columns, dtype=np.intp), t.keys) for t in layout.tracks]
 
     def units_event(self) -> dict:
         """The units metadata event of this channel set, with the recorder's pid."""
-        return self.layout.units_event(self._tracks[0][1] if self._tracks else 0)
+        return self.layout.units_event(self.system_pid)
 
 
 _TS_SENTINEL = "\x01ts\x01"
