@@ -356,3 +356,39 @@ def test_merge_traces_aligns_clocks(tmp_path):
     nor.write_text("[]")
     with pytest.raises(RuntimeError, match="global rank not found"):
         merge_traces(out, nor)
+
+
+# ---------------------------------------------------------------------- the track model
+def test_track_layout_presets():
+    """One channel set, both presets: grouping, keys, scale, category, pid and units."""
+    import numpy as np
+
+    from sysprof.trace.tracks import EventRenderer, TrackLayout
+
+    channels = ("memory/used_bytes", "cpu/percent", "memory/available_bytes", "process/rss_bytes")
+    sp = TrackLayout(channels, "sysprof", system_pid=7, process_pid=9)
+    assert [(t.name, t.keys, t.columns, t.pid) for t in sp.tracks] == [
+        ("memory", ("used_bytes", "available_bytes"), [0, 2], 7), ("cpu", ("percent",), [1], 7),
+        ("process", ("rss_bytes",), [3], 9)]
+    assert sp.units == {"memory/used_bytes": "B", "memory/available_bytes": "B", "cpu/percent": "%",
+                        "process/rss_bytes": "B"}
+    co = TrackLayout(channels, "composer")
+    assert co.series == [("memory/virtual", ("memory",), ("used_gb", "available_gb"), 0, 2),
+                         ("cpu", ("cpu",), ("cpu_percent",), 2, 3), ("process/memory", ("process",), ("rss_gb",), 3, 4)]
+    assert co.units == {"memory/virtual/used_gb": "GB", "memory/virtual/available_gb": "GB",
+                        "cpu/cpu_percent": "%", "process/memory/rss_gb": "GB"}
+    row = np.array([[2.5e9, 50.0, 1.5e9, 3e8]])
+    assert co.project(row).tolist() == [[2.5, 1.5, 50.0, 0.3]]
+
+    class B:
+        timestamps_ns = np.array([5_000_000], dtype=np.int64)
+        values = row
+
+        def __len__(self):
+            return 1
+
+    events = EventRenderer(co, pid=3, tid=4).events(B())
+    assert events[0] == {"name": "memory/virtual", "cat": "memory", "ph": "C", "ts": 5000, "pid": 3, "tid": 4,
+                         "args": {"used_gb": 2.5, "available_gb": 1.5}}
+    with pytest.raises(ValueError, match="unknown track preset"):
+        TrackLayout(channels, "perfetto")

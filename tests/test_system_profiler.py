@@ -316,3 +316,40 @@ def test_template_rows_match_per_event_encoding(fake, tmp_path):
     from sysprof.trace.chrome import encode_event
     for e in counters:
         assert encode_event(e) in text
+
+
+def test_units_event_once_per_file_and_channel_set(fake, tmp_path):
+    """Composer-layout files declare the unit of every traced channel after Composer's scaling, once per file,
+    before its first counter event (the allocator statistics' too, with sys_prof_memory)."""
+    sampler, clock = fake
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    actions = {0: "active_and_save", 1: "active_and_save", 2: "skip"}
+    prof = Profiler(schedule=lambda s: actions[int(s.timestamp.batch)], trace_handlers=[handler],
+                    sys_prof_memory=True, sys_prof_rates=True)
+    prof.system_profiler.drain_interval_seconds = 3600  # only the batch_end rule drains
+    prof.start()
+    sampler.rows = [(T0 + 1 * MS, ROW), (T0 + 2 * MS, ROW)]
+    clock["t"] = T0 + 10 * MS
+    prof.step()  # saves ep0-ba1
+    sampler.rows = [(T0 + 11 * MS, ROW)]
+    clock["t"] = T0 + 20 * MS
+    prof.step()  # saves ep0-ba2
+    prof.stop()
+    want = {"cpu/cpu_percent": "%", "memory/virtual/used_gb": "GB", "memory/virtual/available_gb": "GB",
+            "memory/swap/used_gb": "GB", "memory/swap/free_gb": "GB", "disk/sda/read_bytes": "B",
+            "disk/sda/busy_time": "ms", "disk/sda/read_bytes_per_second": "B/s", "network/eth0/kb_sent": "kB",
+            "network/eth0/kb_recv": "kB", "network/eth0/kb_sent_per_second": "kB/s",
+            "memory/cuda/current_allocated_mem": "GB", "memory/cuda/current_active_mem": "GB",
+            "memory/cuda/current_inactive_mem": "GB", "memory/cuda/current_reserved_mem": "GB",
+            "memory/cuda/peak_allocated_mem": "GB", "memory/cuda/peak_active_mem": "GB",
+            "memory/cuda/peak_inactive_mem": "GB", "memory/cuda/peak_reserved_mem": "GB",
+            "memory/cuda/alloc_retries": ""}
+    assert sorted(os.listdir(tmp_path)) == ["ep0-ba1-rank0.json", "ep0-ba2-rank0.json"]
+    for name in ("ep0-ba1-rank0.json", "ep0-ba2-rank0.json"):
+        events = json.loads((tmp_path / name).read_text())
+        units = [i for i, e in enumerate(events) if e["name"] == "sysprof units"]
+        assert len(units) == 1, name
+        first_counter = min(i for i, e in enumerate(events) if e["ph"] == "C")
+        assert units[0] < first_counter
+        assert events[units[0]] == {"name": "sysprof units", "ph": "M", "pid": 0, "tid": os.getpid(),
+                                    "args": {"units": want}}

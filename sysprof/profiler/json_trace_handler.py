@@ -1,14 +1,15 @@
-"""Chrome trace-event JSON output in Composer's layout (:class:`JSONTraceHandler`) and rank merging
-(:func:`merge_traces`).
+"""Chrome trace-event JSON output in Composer's layout (:class:`JSONTraceHandler`); rank merging
+(:func:`merge_traces`) lives in :mod:`sysprof.trace.merge` and is re-exported here.
 
 Event layout (identical to Composer 0.32.1's ``JSONTraceHandler``; one JSON object per event):
 
 * duration: ``{"name", "cat", "ph": "B"|"E", "ts", "pid", "tid", "args": {"epoch", "batch"}}``
 * instant: ``{"name", "cat", "ph": "i", "ts", "pid", "tid", "args": {"epoch", "batch"}, "s": "p"}``
-* counter: ``{"name", "cat", "ph": "C", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``
+* counter (``ph`` ``C``): ``{"name", "cat", "ph", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``
 * metadata (once per profiling cycle): ``{"name", "cat": "", "ph": "M", "ts", "pid", "tid", "args"}`` named
   ``process_name``, ``thread_name``, ``thread_sort_index``, ``global_rank``, ``process_sort_index``,
-  ``clock_sync_timestamp_us`` and ``clock_sync_error_bound``.
+  ``clock_sync_timestamp_us`` and ``clock_sync_error_bound``; with system-profiler counters also sysprof's units
+  event (:data:`sysprof.trace.schema.UNITS_EVENT`, ``args.units``: channel -> unit), once per file and channel set.
 
 ``ts`` is an integer: microseconds since the Unix epoch (``wall_clock_time_ns // 1000``); ``pid`` is the global
 rank; ``tid`` is the OS process id; ``cat`` is the categories joined with ``,``; ``epoch``/``batch`` are the
@@ -23,14 +24,13 @@ import pathlib
 import sys
 import threading
 import time
-from typing import Any, Optional, Sequence, Union
-
-import json
-
-import numpy as np
+from typing import Any, Optional, Union
 
 from sysprof import forks
-from sysprof.trace.chrome import ChromeTraceWriter, counter_args, encode_event, is_gzip_path, read_trace
+from sysprof.trace.chrome import ChromeTraceWriter, counter_args, is_gzip_path, read_trace
+from sysprof.trace.merge import TraceMerger, merge_traces
+from sysprof.trace.schema import units_event
+from sysprof.trace.tracks import RowTemplate, counter_event
 from sysprof.profiler.schedule import current_action
 from sysprof.profiler.trace_handler import CounterRows, TraceHandler
 
@@ -39,10 +39,9 @@ __all__ = ["JSONTraceHandler", "merge_traces", "format_name", "dist_info"]
 PathLike = Union[str, "os.PathLike[str]"]
 
 _MAX_PENDING = 8192  # events buffered before they are encoded and written (bounds memory)
-_B, _E, _I, _C, _RAW, _META, _TEXT = range(7)  # _RAW: external event; _META: our metadata; _TEXT: encoded
-_TS_SENTINEL = "\x01ts\x01"
-_VALUE_SENTINEL = "\x01v\x01"
-_PH = ("B", "E", "i", "C")
+_B, _E, _I, _C, _RAW, _META, _TEXT, _UNITS = range(8)  # _RAW: external event; _META: our metadata; _TEXT: encoded
+# _UNITS: the units metadata event (re-declared in the next file when the file it went to is saved)
+_PH = ("B", "E", "i")
 
 
 def _torch_dist() -> Any:
@@ -169,15 +168,15 @@ class JSONTraceHandler(TraceHandler):
         self._folder: Optional[str] = None
         self._writer: Optional[ChromeTraceWriter] = None
         self._merged_writer: Optional[ChromeTraceWriter] = None
-        self._merger: Optional[_TraceMerger] = None
+        self._merger: Optional[TraceMerger] = None
         self._rank = 0
         self._tid = os.getpid()
         self._is_trace_active = False
         self._save_at_batch_end = False
         self._cycle_events = 0  # non-metadata events written to the current partial file
         self._cycle_has_metadata = False
-        self._template_for: Any = None  # CounterRows.series the cached row template was built for
-        self._template = ""
+        self._template: Optional[RowTemplate] = None  # of the last CounterRows.series seen
+        self._units_for: Any = None  # the units last declared in the current partial file
         self._forked = False  # inherited through fork(): the files are the parent's
 
     def _after_fork_in_child(self) -> None:
@@ -210,35 +209,21 @@ class JSONTraceHandler(TraceHandler):
             self._write_pending()
 
     def process_counter_rows(self, rows: CounterRows) -> None:
-        """Record a batch of system-profiler counters: rows whose values are all finite are rendered with one
-        string template per row (built with :func:`~sysprof.trace.chrome.encode_event`, so the text is identical
-        to per-event encoding); other rows go through :meth:`process_counter_event`."""
-        template = self._row_template(rows.series)
-        n_series = len(rows.series)
+        """Record a batch of system-profiler counters as text (:class:`~sysprof.trace.tracks.RowTemplate`: one
+        template per all-finite row; the text is identical to per-event encoding). The units of ``rows`` are
+        declared once per file and channel set (a ``"sysprof units"`` metadata event)."""
+        template = self._template
+        if template is None or template.series is not rows.series:
+            template = self._template = RowTemplate(rows.series, self._rank, self._tid)
         pending = self._pending
-        finite = np.isfinite(rows.values).all(axis=1).tolist()
-        times_us = (rows.times_ns // 1000).tolist()
-        for i, (t_us, row, ok) in enumerate(zip(times_us, rows.values.tolist(), finite)):
-            if ok:
-                pending.append((_TEXT, template.replace("\x00", str(t_us)) % tuple(row), n_series))
-            else:
-                for name, cats, timestamp, t, values in rows.row_events(i, row):
-                    pending.append((_C, name, cats, t, values))
+        if rows.units and rows.units is not self._units_for:
+            self._units_for = rows.units
+            event = units_event(rows.units, self._rank)
+            event["tid"] = self._tid  # the training loop's thread, as every event of Composer's layout
+            pending.append((_UNITS, event))
+        for text, n in template.render(rows.times_ns, rows.values):
+            pending.append((_TEXT, text, n))
         self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
-
-    def _row_template(self, series: list) -> str:
-        """``%``-template of one row's events: ``\\x00`` stands for ``ts`` (µs), each ``%r`` for a value."""
-        if self._template_for is series:
-            return self._template
-        parts = []
-        for name, cats, keys, _, _ in series:
-            parts.append(encode_event({"name": name, "cat": ",".join(cats), "ph": "C", "ts": _TS_SENTINEL,
-                                       "pid": self._rank, "tid": self._tid,
-                                       "args": {k: _VALUE_SENTINEL for k in keys}}))
-        text = ",\n".join(parts).replace("%", "%%")
-        text = text.replace(json.dumps(_VALUE_SENTINEL), "%r").replace(json.dumps(_TS_SENTINEL), "\x00")
-        self._template, self._template_for = text, series
-        return text
 
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
         """Copy every event of the Chrome trace at ``filepath`` into the current cycle, with ``pid`` set to the
@@ -254,19 +239,19 @@ class JSONTraceHandler(TraceHandler):
     def _event(self, rec: tuple) -> Optional[dict]:
         """The event of a buffered record; None for a counter with no finite value (nothing to write)."""
         kind = rec[0]
-        if kind == _RAW or kind == _META:
+        if kind == _RAW or kind == _META or kind == _UNITS:
             return rec[1]
         _, name, categories, wall_ns, extra = rec
-        event = {"name": name, "cat": ",".join(categories), "ph": _PH[kind], "ts": wall_ns // 1000,
-                 "pid": self._rank, "tid": self._tid}
         if kind == _C:
-            event["args"] = counter_args(extra.keys(), extra.values())  # NaN and +/-inf left out
-            if not event["args"]:
+            args = counter_args(extra.keys(), extra.values())  # NaN and +/-inf left out
+            if not args:
                 return None
-        else:
-            event["args"] = {"epoch": _counter_value(extra.epoch), "batch": _counter_value(extra.batch)}
-            if kind == _I:
-                event["s"] = "p"
+            return counter_event(name, wall_ns // 1000, self._rank, self._tid, args, ",".join(categories))
+        event = {"name": name, "cat": ",".join(categories), "ph": _PH[kind], "ts": wall_ns // 1000,
+                 "pid": self._rank, "tid": self._tid,
+                 "args": {"epoch": _counter_value(extra.epoch), "batch": _counter_value(extra.batch)}}
+        if kind == _I:
+            event["s"] = "p"
         return event
 
     def _open_writer(self) -> None:
@@ -302,7 +287,7 @@ class JSONTraceHandler(TraceHandler):
                 else:
                     ev = event(rec)
                     if ev is not None:
-                        n += kind != _META
+                        n += kind != _META and kind != _UNITS
                         write(ev)
             self._cycle_events += n
 
@@ -332,7 +317,8 @@ class JSONTraceHandler(TraceHandler):
                 os.remove(merged)
         with self._lock:
             self._folder = folder
-            self._template_for = None  # rank/pid may have changed
+            self._template = None  # rank/pid may have changed
+            self._units_for = None
             self._open_writer()  # fails now, not at the end of training, if the folder is not writable
         td = _torch_dist()
         if td is not None:
@@ -396,6 +382,7 @@ class JSONTraceHandler(TraceHandler):
                 writer.close()
                 os.remove(writer.path)
                 self._writer = None
+                self._units_for = None
             if self._writer is not None:
                 if not self._cycle_has_metadata:  # events left after the last save: make the file mergeable
                     self._write_metadata(synchronize=False)
@@ -419,6 +406,7 @@ class JSONTraceHandler(TraceHandler):
             writer = self._writer
             self._writer = None
             self._cycle_has_metadata = False
+            self._units_for = None  # the next file declares the units again
             writer.close()
             assert self._folder is not None
             path = os.path.join(self._folder, format_name(self.filename, state.run_name, timestamp))
@@ -456,7 +444,7 @@ class JSONTraceHandler(TraceHandler):
                     if os.path.dirname(merged):
                         os.makedirs(os.path.dirname(merged), exist_ok=True)
                     self._merged_writer = ChromeTraceWriter(merged, overwrite=True)
-                    self._merger = _TraceMerger(self._merged_writer)
+                    self._merger = TraceMerger(self._merged_writer)
                 assert self._merger is not None
                 self._merger.add(local_files)
                 self._merged_writer.flush()
@@ -469,76 +457,3 @@ class JSONTraceHandler(TraceHandler):
                 _, files = self.saved_traces.pop(0)
                 if rank < len(files) and os.path.exists(files[rank]):
                     os.remove(files[rank])
-
-
-# ---------------------------------------------------------------------- merging
-def _meta_value(events: Sequence[dict], name: str) -> Any:
-    for event in events:
-        if event.get("ph") == "M" and event.get("name") == name:
-            return event.get("args", {}).get("value")
-    return None
-
-
-class _TraceMerger:
-    """Append per-rank trace files to one open writer, with ``pid`` = rank and ``ts`` aligned to the lowest rank.
-
-    For each :meth:`add` call, the offset of rank ``r`` is ``sync(lowest rank) - sync(r)`` where ``sync`` is the
-    first ``clock_sync_timestamp_us`` metadata value of that rank's first file in the call (no shift without
-    clock-sync metadata). Events without ``pid`` or ``tid``, and torch's "PyTorch Profiler" thread, are dropped; a
-    ``thread_sort_index`` metadata event (sort index 99999) precedes the first event of every (rank, tid).
-    """
-
-    def __init__(self, writer: ChromeTraceWriter) -> None:
-        self._writer = writer
-        self._seen_threads: set = set()
-
-    def add(self, files: Sequence[PathLike]) -> None:
-        ranks = []
-        syncs: dict = {}
-        for f in files:  # first pass: rank and clock sync of each file (one file in memory at a time)
-            events = read_trace(f)
-            rank = _meta_value(events, "global_rank")
-            if rank is None:
-                raise RuntimeError(f"global rank not found in {f}")
-            ranks.append(rank)
-            sync = _meta_value(events, "clock_sync_timestamp_us")
-            if sync is not None:
-                syncs.setdefault(rank, sync)
-        base = syncs[min(syncs)] if syncs else None
-        write = self._writer.write
-        for f, rank in zip(files, ranks):
-            shift = base - syncs[rank] if base is not None and rank in syncs else 0
-            for event in read_trace(f):
-                if "pid" not in event or "tid" not in event:
-                    continue
-                tid = event["tid"]
-                if "PyTorch Profiler" in str(tid):
-                    continue
-                if "ts" in event:
-                    event["ts"] = event["ts"] + shift
-                event["pid"] = rank
-                key = (rank, str(tid))
-                if key not in self._seen_threads:
-                    self._seen_threads.add(key)
-                    write({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": tid,
-                           "args": {"sort_index": 99999}})
-                write(event)
-
-
-def merge_traces(output_file: PathLike, *trace_files: PathLike) -> None:
-    """Merge per-rank Chrome trace files (Composer's or sysprof's) into ``output_file``.
-
-    Each input's rank is its ``global_rank`` metadata value; events get ``pid`` = rank and ``ts`` shifted by the
-    difference between the lowest rank's and the file's ``clock_sync_timestamp_us`` (so all ranks share rank
-    ``min``'s clock). Inputs may be ``.json`` or ``.json.gz`` and may be truncated; the output is written with
-    :class:`~sysprof.trace.chrome.ChromeTraceWriter` (gzip if it ends in ``.gz``), replacing an existing file.
-    Inputs are read one at a time (twice), so memory is bounded by the largest input.
-
-    Raises:
-        ValueError: no input files.
-        RuntimeError: an input has no ``global_rank`` metadata event.
-    """
-    if not trace_files:
-        raise ValueError("merge_traces needs at least one trace file")
-    with ChromeTraceWriter(output_file, overwrite=True) as writer:
-        _TraceMerger(writer).add(trace_files)

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 from sysprof.profiler.callback import Callback, Event
 from sysprof.profiler.json_trace_handler import JSONTraceHandler
 from sysprof.profiler.marker import Marker
-from sysprof.profiler.schedule import ProfilerAction, action_value
+from sysprof.profiler.schedule import RECORDED_ACTIONS, ProfilerAction, action_value
+from sysprof.profiler.state import State, Time, Timestamp
 from sysprof.profiler.trace_handler import TraceHandler, report_handler_error
 
 __all__ = ["Profiler", "profile", "State", "Timestamp", "Time"]
@@ -51,66 +52,6 @@ _TORCH_PROF_DEFAULTS = {  # Composer 0.32.1's torch_prof_* keywords and their de
 _TORCH_TRACING_KEYS = ("torch_prof_record_shapes", "torch_prof_profile_memory", "torch_prof_with_stack",
                        "torch_prof_with_flops", "torch_prof_memory_filename")
 _warned_torch = False
-
-
-class Time(int):
-    """A training-time count (an ``int``); ``.value`` gives the plain ``int`` like Composer's ``Time``."""
-
-    __slots__ = ()
-
-    @property
-    def value(self) -> int:
-        return int(self)
-
-
-class Timestamp:
-    """Immutable training-progress snapshot for standalone use (a subset of Composer's ``Timestamp``).
-
-    Attributes (all :class:`Time`): ``epoch``, ``batch``, ``batch_in_epoch``, ``sample``, ``sample_in_epoch``,
-    ``token``, ``token_in_epoch``.
-    """
-
-    __slots__ = ("epoch", "batch", "batch_in_epoch", "sample", "sample_in_epoch", "token", "token_in_epoch")
-
-    def __init__(self, epoch: int = 0, batch: int = 0, batch_in_epoch: int = 0, sample: int = 0,
-                 sample_in_epoch: int = 0, token: int = 0, token_in_epoch: int = 0) -> None:
-        for name, value in zip(self.__slots__, (epoch, batch, batch_in_epoch, sample, sample_in_epoch, token,
-                                                token_in_epoch)):
-            object.__setattr__(self, name, Time(value))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Timestamp is immutable; use to_next_batch() / to_next_epoch()")
-
-    def to_next_batch(self, samples: int = 0, tokens: int = 0) -> "Timestamp":
-        """The timestamp after one more batch of ``samples`` samples and ``tokens`` tokens."""
-        return Timestamp(self.epoch, self.batch + 1, self.batch_in_epoch + 1, self.sample + samples,
-                         self.sample_in_epoch + samples, self.token + tokens, self.token_in_epoch + tokens)
-
-    def to_next_epoch(self) -> "Timestamp":
-        """The timestamp at the start of the next epoch (in-epoch counters reset to 0)."""
-        return Timestamp(self.epoch + 1, self.batch, 0, self.sample, 0, self.token, 0)
-
-    def __repr__(self) -> str:
-        return f"Timestamp(epoch={int(self.epoch)}, batch={int(self.batch)}, batch_in_epoch={int(self.batch_in_epoch)})"
-
-
-class State:
-    """The few ``State`` attributes sysprof's profiler, schedules and handlers read (standalone use).
-
-    Attributes:
-        run_name (str): fills ``{run_name}`` in trace folder/file names.
-        timestamp (Timestamp): current training progress.
-        profiler (Profiler | None): the bound profiler.
-        dataloader_len (int | None): batches per epoch, if known (used by :func:`cyclic_schedule`).
-        callbacks (list): objects receiving events (filled by :meth:`Profiler.bind_to_state`).
-    """
-
-    def __init__(self, run_name: str = "sysprof", dataloader_len: Optional[int] = None) -> None:
-        self.run_name = run_name
-        self.timestamp = Timestamp()
-        self.profiler: Any = None
-        self.dataloader_len = dataloader_len
-        self.callbacks: list = []
 
 
 def _always_active(state: Any) -> ProfilerAction:
@@ -254,7 +195,7 @@ class Profiler(Callback):
     def marker(
         self,
         name: str,
-        actions: Sequence[Any] = (ProfilerAction.WARMUP, ProfilerAction.ACTIVE, ProfilerAction.ACTIVE_AND_SAVE),
+        actions: Sequence[Any] = RECORDED_ACTIONS,
         record_instant_on_start: bool = False,
         record_instant_on_finish: bool = False,
         categories: Union[list, tuple] = (),

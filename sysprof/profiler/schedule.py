@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Callable
 
-__all__ = ["ProfilerAction", "cyclic_schedule", "action_value", "current_action"]
+__all__ = ["ProfilerAction", "cyclic_schedule", "action_value", "current_action", "RECORDED_ACTIONS",
+           "RECORDED_ACTION_VALUES"]
 
 
 def action_value(action: Any) -> str:
@@ -65,6 +66,12 @@ class ProfilerAction(enum.Enum):
 
 
 _VALUES = frozenset(m.value for m in ProfilerAction)
+
+#: the actions that record: a marker's default ``actions`` and the actions in which ``SystemProfiler`` traces its
+#: samples (Composer's defaults)
+RECORDED_ACTIONS = (ProfilerAction.WARMUP, ProfilerAction.ACTIVE, ProfilerAction.ACTIVE_AND_SAVE)
+#: their string values (what :func:`current_action` returns)
+RECORDED_ACTION_VALUES = frozenset(a.value for a in RECORDED_ACTIONS)
 
 
 def cyclic_schedule(

@@ -6,7 +6,8 @@ stamped with the wall-clock time its row was sampled, and only rows sampled whil
 that markers record by default (WARMUP, ACTIVE, ACTIVE_AND_SAVE) are emitted.
 
 Trace names, categories and argument keys are Composer's (fixed: GB = 1e9 bytes, kB = 1e3 bytes, the disk key is
-the field name); :data:`COUNTER_RULES` is the single table mapping sampler channels to them.
+the field name): the ``"composer"`` :class:`~sysprof.trace.tracks.TrackLayout` over the data in
+:mod:`sysprof.profiler.composer_names` (:data:`COUNTER_RULES`, :data:`CUDA_MEMORY_KEYS`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import re
 import sys
 import threading
 import time
@@ -25,88 +25,31 @@ import numpy as np
 from sysprof import forks
 from sysprof.profiler.callback import Callback, event_name
 from sysprof.sampling.registry import source_available
-from sysprof.profiler.schedule import current_action
-from sysprof.profiler.trace_handler import CounterRows, report_handler_error
+from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
+from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
+from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
+from sysprof.trace.tracks import TrackLayout
 
-__all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS"]
+__all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS", "counter_plan"]
 
 log = logging.getLogger(__name__)
 
+_now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
 
 _now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
-_RECORDED_ACTIONS = frozenset({"warmup", "active", "active_and_save"})
-
-#: Sampler channel -> trace counter. Each rule: (channel regex (full match), trace event name, args key, multiplier,
-#: divisor, category, needs ``rates=True``); the traced value is ``channel value * multiplier / divisor``. The name
-#: and key are ``str.format``-ed with the regex's named groups. Channels sharing a trace name become one counter
-#: event with several keys. Channels matching no rule are not traced. Units: ``*_gb`` 1e9 bytes, ``kb_*`` 1e3 bytes,
-#: ``*_time`` cumulative milliseconds (as psutil reported them).
-COUNTER_RULES = (
-    (r"cpu/percent", "cpu", "cpu_percent", 1, 1, "cpu", False),
-    (r"cpu/(?P<id>\d+)/percent", "cpu/{id}", "cpu_percent", 1, 1, "cpu", False),
-    (r"memory/used_bytes", "memory/virtual", "used_gb", 1, 1e9, "memory", False),
-    (r"memory/available_bytes", "memory/virtual", "available_gb", 1, 1e9, "memory", False),
-    (r"swap/used_bytes", "memory/swap", "used_gb", 1, 1e9, "memory", False),
-    (r"swap/free_bytes", "memory/swap", "free_gb", 1, 1e9, "memory", False),
-    (r"disk/(?P<dev>.+)/(?P<f>read_count|write_count|read_bytes|write_bytes)", "disk/{dev}/{f}", "{f}", 1, 1,
-     "disk", False),
-    (r"disk/(?P<dev>.+)/(?P<f>read_time|write_time|busy_time)_seconds", "disk/{dev}/{f}", "{f}", 1000, 1, "disk",
-     False),
-    (r"disk/(?P<dev>.+)/(?P<f>(read|write)_(bytes|count)_per_second)", "disk/{dev}/{f}", "{f}", 1, 1, "disk", True),
-    (r"disk/(?P<dev>.+)/busy_time_seconds_per_second", "disk/{dev}/busy_percent", "busy_percent", 100, 1, "disk",
-     True),
-    (r"net/(?P<nic>.+)/bytes_(?P<d>sent|recv)", "network/{nic}/kb_{d}", "kb_{d}", 1, 1e3, "net", False),
-    (r"net/(?P<nic>.+)/bytes_(?P<d>sent|recv)_per_second", "network/{nic}/kb_{d}_per_second", "kb_{d}_per_second",
-     1, 1e3, "net", True),
-    (r"process/cpu_percent", "process/cpu", "cpu_percent", 1, 1, "process", False),
-    (r"process/rss_bytes", "process/memory", "rss_gb", 1, 1e9, "process", False),
-    (r"process/vms_bytes", "process/memory", "vms_gb", 1, 1e9, "process", False),
-    (r"process/num_threads", "process/threads", "num_threads", 1, 1, "process", False),
-    (r"gpu/(?P<index>\d+)/(?P<f>[^/]+)", "gpu/{index}/{f}", "{f}", 1, 1, "gpu", False),
-)
-_COMPILED_RULES = tuple((re.compile(r[0]),) + r[1:] for r in COUNTER_RULES)
-
-#: torch CUDA allocator statistic -> counter name (Composer 0.32.1 memory monitor's names); ``*bytes*`` statistics
-#: are reported in GB (1e9 bytes). Traced as ``memory/cuda/<name>`` with key ``<name>``.
-CUDA_MEMORY_KEYS = {
-    "allocated_bytes.all.current": "current_allocated_mem",
-    "active_bytes.all.current": "current_active_mem",
-    "inactive_split_bytes.all.current": "current_inactive_mem",
-    "reserved_bytes.all.current": "current_reserved_mem",
-    "allocated_bytes.all.peak": "peak_allocated_mem",
-    "active_bytes.all.peak": "peak_active_mem",
-    "inactive_split_bytes.all.peak": "peak_inactive_mem",
-    "reserved_bytes.all.peak": "peak_reserved_mem",
-    "num_alloc_retries": "alloc_retries",
-}
 
 
 def counter_plan(channels: tuple, rates: bool) -> list:
-    """Group ``channels`` into trace counters using :data:`COUNTER_RULES`.
+    """The trace counters of ``channels`` under Composer's names (the ``"composer"``
+    :class:`~sysprof.trace.tracks.TrackLayout`, rules in :data:`COUNTER_RULES`).
 
     Returns:
         list of ``(name, categories, keys, columns, multipliers, divisors)``: trace event name (str), categories
         (1-tuple of str), args keys (tuple of str, in :data:`COUNTER_RULES` order), channel column indices (list of
         int) and per-key multipliers and divisors (lists of float); names in the order of their first channel.
     """
-    groups: dict = {}  # name -> (categories, [(rule index, key, column, multiplier, divisor)])
-    for col, channel in enumerate(channels):
-        for rule, (regex, name_fmt, key_fmt, mul, div, category, needs_rates) in enumerate(_COMPILED_RULES):
-            m = regex.fullmatch(channel)
-            if m is None:
-                continue
-            if needs_rates and not rates:
-                break
-            fields = m.groupdict()
-            entry = groups.setdefault(name_fmt.format(**fields), ((category,), []))
-            entry[1].append((rule, key_fmt.format(**fields), col, float(mul), float(div)))
-            break
-    plan = []
-    for name, (cats, members) in groups.items():
-        members.sort(key=lambda m: m[0])  # keys in rule order (e.g. used_gb before available_gb)
-        plan.append((name, cats, tuple(m[1] for m in members), [m[2] for m in members], [m[3] for m in members],
-                     [m[4] for m in members]))
-    return plan
+    return [(t.name, (t.category,), t.keys, t.columns, [m for m, _ in t.scale], [d for _, d in t.scale])
+            for t in TrackLayout(channels, "composer", rates=rates).tracks]
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -219,7 +162,7 @@ class SystemProfiler(Callback):
         self.backend = backend
         self.drain_interval_seconds = drain_interval_seconds
         self.sampler: Any = None
-        self._plan: list = []
+        self._layout: Optional[TrackLayout] = None
         self._log = _RecordingLog()
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -228,7 +171,6 @@ class SystemProfiler(Callback):
         self._last_drain = 0.0
         self._last_action = "skip"
         self._counts = {"rows_drained": 0, "rows_recorded": 0}
-        self._series: Optional[list] = None
         self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
         forks.register(self)
 
@@ -276,8 +218,11 @@ class SystemProfiler(Callback):
         for source, why in dict(sampler.errors).items():  # "unavailable" only for a source without channels
             log.warning("sysprof SystemProfiler: source %r%s: %s", source,
                         "" if source_available(source, channels) else " unavailable", why)
-        self._plan = counter_plan(channels, self.rates)
-        self._series = None  # CounterRows series, built from the plan at the first emit
+        layout = TrackLayout(channels, "composer", rates=self.rates)
+        if self.profile_memory:  # the allocator statistics' units travel with the sampled ones
+            layout.units.update({f"memory/cuda/{name}": CUDA_MEMORY_UNITS[stat]
+                                 for stat, name in CUDA_MEMORY_KEYS.items()})
+        self._layout = layout
         self.sampler = sampler
         self._observe(state)
         sampler.start()
@@ -328,7 +273,7 @@ class SystemProfiler(Callback):
         action = current_action(state)
         with self._lock:
             self._last_action = action
-            self._log.observe(_now_ns(), action in _RECORDED_ACTIONS, state.timestamp)
+            self._log.observe(_now_ns(), action in RECORDED_ACTION_VALUES, state.timestamp)
 
     def _drain_loop(self) -> None:
         period = max(1.0, 4 * self.drain_interval_seconds)
@@ -362,30 +307,18 @@ class SystemProfiler(Callback):
         return list(self._state.profiler.trace_handlers)
 
     def _emit(self, times: np.ndarray, values: np.ndarray, steps: np.ndarray) -> None:
-        plan = self._plan
-        if not plan:
+        layout = self._layout
+        if not layout:
             return
-        if self._series is None:
-            series, lo = [], 0
-            for name, cats, keys, cols, _, _ in plan:
-                series.append((name, cats, keys, lo, lo + len(cols)))
-                lo += len(cols)
-            self._series = series
-            self._columns = [c for p in plan for c in p[3]]
-            self._muls = np.array([m for p in plan for m in p[4]], dtype=np.float64)
-            self._divs = np.array([d for p in plan for d in p[5]], dtype=np.float64)
         stamps = self._log.stamps
-        rows = CounterRows(self._series, times, values[:, self._columns] * self._muls / self._divs,
-                           [stamps[i] for i in steps.tolist()])
+        rows = layout.counter_rows(times, values, [stamps[i] for i in steps.tolist()])
         for h in self._handlers():
             try:
                 bulk = getattr(h, "process_counter_rows", None)
                 if bulk is not None:
                     bulk(rows)
                 else:  # e.g. Composer's handlers: one call per event
-                    for name, cats, timestamp, t, vals in rows.events():
-                        h.process_counter_event(name=name, categories=cats, timestamp=timestamp,
-                                                wall_clock_time_ns=t, values=vals)
+                    send_counter_rows(h, rows)
             except Exception as e:  # noqa: BLE001 - the rest of this batch is skipped for this handler only
                 report_handler_error(h, e, "process_counter_event")
         self._counts["rows_recorded"] += len(rows)

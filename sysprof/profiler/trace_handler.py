@@ -14,7 +14,7 @@ from typing import Any, Union
 from sysprof.profiler.callback import Callback
 from sysprof.trace.chrome import counter_args
 
-__all__ = ["TraceHandler", "CounterRows", "report_handler_error"]
+__all__ = ["TraceHandler", "CounterRows", "report_handler_error", "send_counter_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ def report_handler_error(handler: Any, exc: BaseException, what: str) -> None:
 
 
 class CounterRows:
-    """A batch of counter events sharing their names: one row per sample, one series per trace event name.
+    """A batch of counter events sharing their names: one row per sample, one series per trace event name (built by
+    :meth:`sysprof.trace.tracks.TrackLayout.counter_rows`, whose ``series`` it shares).
 
     Row ``i`` and series ``(name, categories, keys, lo, hi)`` make the event ``name`` at ``times_ns[i]`` with
     values ``{keys[k]: values[i, lo + k]}``, non-finite values left out (no event when none is left).
@@ -51,15 +52,18 @@ class CounterRows:
         times_ns (numpy.ndarray): int64 (n,), wall-clock ns since the epoch at which each row was sampled.
         values (numpy.ndarray): float64 (n, m), in trace units.
         timestamps (list): (n,) training timestamp current at each row.
+        units (dict | None): unit of each traced channel (``join_channel(name, key)`` -> unit), for the trace's
+            ``"sysprof units"`` metadata event; None: not known.
     """
 
-    __slots__ = ("series", "times_ns", "values", "timestamps")
+    __slots__ = ("series", "times_ns", "values", "timestamps", "units")
 
-    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list) -> None:
+    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list, units: Any = None) -> None:
         self.series = series
         self.times_ns = times_ns
         self.values = values
         self.timestamps = timestamps
+        self.units = units
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -79,6 +83,14 @@ class CounterRows:
         """Yield every event of the batch, row by row, as :meth:`row_events` does."""
         for i, row in enumerate(self.values.tolist()):
             yield from self.row_events(i, row)
+
+
+def send_counter_rows(handler: Any, rows: CounterRows) -> None:
+    """Hand ``rows`` to ``handler`` one event at a time (``process_counter_event`` with keyword arguments): what a
+    handler without ``process_counter_rows`` (e.g. Composer's) gets."""
+    emit = handler.process_counter_event
+    for name, categories, timestamp, t, values in rows.events():
+        emit(name=name, categories=categories, timestamp=timestamp, wall_clock_time_ns=t, values=values)
 
 
 class TraceHandler(Callback):
@@ -138,6 +150,4 @@ class TraceHandler(Callback):
         The default calls :meth:`process_counter_event` once per event; handlers may override it to record the
         batch faster. Handlers without this method (e.g. Composer's) get the per-event calls.
         """
-        emit = self.process_counter_event
-        for name, categories, timestamp, t, values in rows.events():
-            emit(name=name, categories=categories, timestamp=timestamp, wall_clock_time_ns=t, values=values)
+        send_counter_rows(self, rows)

@@ -1,1 +1,3 @@
-"""Trace files: the Chrome trace-event writer, reader and repairer (``chrome``)."""
+"""Trace files: the Chrome trace-event writer, reader and repairer (``chrome``), the trace's vocabulary
+(``schema``), the track model that turns sampler rows into counter events for every sink (``tracks``) and rank
+merging (``merge``)."""

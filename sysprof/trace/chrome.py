@@ -10,7 +10,7 @@ takes the same lock, so it refuses a trace that is still being written. The kern
 descriptor closes, however the holder ends (SIGKILL included).
 
 Event objects are written with the standard library's ``json`` (ASCII output). Strict JSON cannot represent float
-NaN and +/-inf: in the args of a counter event (``"ph": "C"``) such a key is left out (:func:`counter_args`, the one
+NaN and +/-inf: in the args of a counter event (``ph`` ``C``) such a key is left out (:func:`counter_args`, the one
 finiteness rule of every sysprof writer: a reader takes a missing key as unknown); anywhere else it is written as
 ``null``.
 """

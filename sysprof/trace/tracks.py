@@ -1,61 +1,238 @@
-"""Counter tracks: how sampler rows become trace counter events, for every sink."""
+"""Counter tracks: the one model of how sampler rows become trace counter events, for every sink.
+
+A :class:`TrackLayout` is built once per channel set. It groups the channels into tracks (one counter event name
+each) with their args keys, source columns, scale, units, category and pid, under one of two naming presets:
+
+* ``"sysprof"`` (``sysprof record``): a track per :func:`~sysprof.trace.schema.split_channel` group, values as
+  sampled, units from the registry, ``pid`` the recorder's (the followed process's for ``process/*``).
+* ``"composer"`` (``SystemProfiler`` and ``JSONTraceHandler``): Composer's names, keys and scales, read from the
+  data in :mod:`sysprof.profiler.composer_names`; ``pid``/``tid`` are the writer's (global rank, OS pid).
+
+Renderers over a layout:
+
+* :class:`EventRenderer`: dict events, optionally changes-only, with the ``finish()`` rule
+  (:class:`EventBuilder` is the CLI's name for it);
+* :class:`RowTemplate`: the JSON text of whole rows in Composer's layout, one ``%``-template per row (the fast path
+  of ``JSONTraceHandler``; the text is :func:`~sysprof.trace.chrome.encode_event`'s);
+* :func:`counter_event`: one counter event dict, the only place a counter event is spelled out.
+
+Every renderer follows the NaN rule (:func:`~sysprof.trace.chrome.counter_args`): NaN and +/-inf keys are left out,
+an event with no key left is not written.
+"""
 from __future__ import annotations
 
-from .chrome import counter_args
-from .schema import split_channel
+import json
+import re
+from functools import lru_cache
+from typing import Any, Optional, Sequence
 
-__all__ = ["EventBuilder"]
+from .chrome import counter_args, encode_event
+from .schema import join_channel, split_channel, units_event
+
+__all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "counter_event"]
+
+PRESETS = ("sysprof", "composer")
 
 
-class EventBuilder:
-    """Turns sampler batches into Chrome counter events: one event per channel group and row.
+def counter_event(name: str, ts: Any, pid: Any, tid: Any, args: dict, cat: Optional[str] = None) -> dict:
+    """A counter event: ``{"name", ["cat",] "ph": "C", "ts", "pid", "tid", "args"}`` (``cat`` only when given:
+    Composer's layout has it, sysprof's has not)."""
+    if cat is None:
+        return {"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
+    return {"name": name, "cat": cat, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
 
-    With ``changes_only`` (the default) a group's event is written only for rows where one of its values
-    differs from the row before (NaN equal to NaN), plus the first row; ``finish()`` writes every group's
-    last row. Chrome and Perfetto draw a counter as a step function that holds its value until the next
-    event, so nothing is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first
-    event. ``report`` weighs each value by how long it held.
 
-    NaN and +/-inf values are left out of an event (:func:`~sysprof.trace.chrome.counter_args`); a row with no
-    value left writes nothing, except ``"args": {}`` when the group had values before: the old values end there.
-    ``rows`` counts the sample rows seen (the samples written)."""
+class Track:
+    """One counter track: event ``name``, args ``keys``, the source ``columns`` of the keys (channel indices),
+    ``scale`` (per key ``(multiplier, divisor)``; None: values as sampled), ``units`` (per key; None where not
+    known), ``category`` (None: no ``cat``) and ``pid`` (None: the writer's)."""
 
-    def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
-                 changes_only: bool = True):
+    __slots__ = ("name", "keys", "columns", "scale", "units", "category", "pid")
+
+    def __init__(self, name, keys, columns, scale=None, units=None, category=None, pid=None):
+        self.name = name
+        self.keys = tuple(keys)
+        self.columns = list(columns)
+        self.scale = scale
+        self.units = tuple(units) if units is not None else (None,) * len(self.keys)
+        self.category = category
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return f"Track({self.name!r}, keys={self.keys}, columns={self.columns}, pid={self.pid})"
+
+
+@lru_cache(maxsize=1)
+def _composer_rules():
+    from sysprof.profiler.composer_names import COUNTER_RULES
+
+    return tuple((re.compile(r[0]),) + tuple(r[1:]) for r in COUNTER_RULES)
+
+
+def _unit_of(channel: str):
+    from sysprof.sampling.registry import unit_of
+
+    return unit_of(channel)
+
+
+def _sysprof_tracks(channels, system_pid, process_pid) -> list:
+    groups: dict = {}
+    for i, ch in enumerate(channels):
+        group, key = split_channel(ch)
+        groups.setdefault(group, ([], [], []))
+        groups[group][0].append(i)
+        groups[group][1].append(key)
+        groups[group][2].append(_unit_of(ch))
+    tracks = []
+    for group, (idx, keys, units) in groups.items():
+        followed = process_pid is not None and group.split("/", 1)[0] in ("process", "process_tree")
+        tracks.append(Track(group, keys, idx, None, units, None, process_pid if followed else system_pid))
+    return tracks
+
+
+def _composer_tracks(channels, rates: bool) -> list:
+    groups: dict = {}  # name -> (category, [(rule index, key, column, multiplier, divisor, unit)])
+    for col, channel in enumerate(channels):
+        for rule, (regex, name_fmt, key_fmt, mul, div, category, needs_rates, unit) in enumerate(_composer_rules()):
+            m = regex.fullmatch(channel)
+            if m is None:
+                continue
+            if needs_rates and not rates:
+                break
+            fields = m.groupdict()
+            entry = groups.setdefault(name_fmt.format(**fields), (category, []))
+            entry[1].append((rule, key_fmt.format(**fields), col, float(mul), float(div),
+                             _unit_of(channel) if unit is None else unit))
+            break
+    tracks = []
+    for name, (category, members) in groups.items():
+        members.sort(key=lambda m: m[0])  # keys in rule order (e.g. used_gb before available_gb)
+        tracks.append(Track(name, [m[1] for m in members], [m[2] for m in members],
+                            [(m[3], m[4]) for m in members], [m[5] for m in members], category, None))
+    return tracks
+
+
+class TrackLayout:
+    """The counter tracks of one channel set (see the module docstring for the presets).
+
+    Args:
+        channels: sampler channel names, in column order.
+        preset: ``"sysprof"`` or ``"composer"``.
+        rates: composer preset: trace the ``*_per_second`` channels too.
+        system_pid, process_pid: sysprof preset: ``pid`` of the tracks (``process/*`` and ``process_tree/*`` get
+            ``process_pid`` when it is given).
+
+    Attributes:
+        tracks (list[Track]): in the order of their first channel.
+        columns (list[int]): every track's source columns, track after track (the columns of :meth:`project`).
+        series (list[tuple]): ``(name, categories, keys, lo, hi)`` per track: its keys are columns ``[lo, hi)`` of
+            :meth:`project` (the :class:`~sysprof.profiler.trace_handler.CounterRows` layout).
+        units (dict): channel name as the trace reader joins it (``join_channel(name, key)``) -> unit.
+
+    Raises:
+        ValueError: an unknown preset.
+    """
+
+    def __init__(self, channels: Sequence[str], preset: str = "sysprof", *, rates: bool = True,
+                 system_pid: Any = 0, process_pid: Any = None) -> None:
         import numpy as np
 
-        groups = {}
-        for i, ch in enumerate(channels):
-            group, key = split_channel(ch)
-            groups.setdefault(group, ([], []))
-            groups[group][0].append(i)
-            groups[group][1].append(key)
-        self.groups = []
-        for group, (idx, keys) in groups.items():
-            followed = process_pid is not None and group.split("/", 1)[0] in ("process", "process_tree")
-            pid = process_pid if followed else system_pid
-            self.groups.append((group, pid, np.asarray(idx, dtype=np.intp), tuple(keys)))
+        if preset not in PRESETS:
+            raise ValueError(f"unknown track preset {preset!r} (one of {', '.join(PRESETS)})")
+        self.channels = tuple(channels)
+        self.preset = preset
+        if preset == "composer":
+            self.tracks = _composer_tracks(self.channels, rates)
+        else:
+            self.tracks = _sysprof_tracks(self.channels, system_pid, process_pid)
+        self.columns = [c for t in self.tracks for c in t.columns]
+        self.series = []
+        lo = 0
+        for t in self.tracks:
+            cats = () if t.category is None else (t.category,)
+            self.series.append((t.name, cats, t.keys, lo, lo + len(t.keys)))
+            lo += len(t.keys)
+        scaled = any(t.scale is not None for t in self.tracks)
+        self._columns = np.asarray(self.columns, dtype=np.intp)
+        self._identity = not scaled and self.columns == list(range(len(self.channels)))
+        self._mul = self._div = None
+        if scaled:
+            self._mul = np.array([s[0] for t in self.tracks for s in (t.scale or [(1.0, 1.0)] * len(t.keys))])
+            self._div = np.array([s[1] for t in self.tracks for s in (t.scale or [(1.0, 1.0)] * len(t.keys))])
+        self.units = {join_channel(t.name, k): u for t in self.tracks for k, u in zip(t.keys, t.units)
+                      if u is not None}
+
+    def __len__(self) -> int:
+        return len(self.tracks)
+
+    def project(self, values):
+        """Sampled values (rows x channels) -> float64 rows x :attr:`columns`, scaled to the tracks' units."""
+        import numpy as np
+
+        values = np.asarray(values, dtype=np.float64)
+        if self._identity:
+            return values
+        out = values[:, self._columns]
+        if self._mul is not None:
+            out = out * self._mul / self._div
+        return out
+
+    def units_event(self, pid: Any) -> dict:
+        """The ``"sysprof units"`` metadata event declaring :attr:`units` (:func:`~sysprof.trace.schema.units_event`)."""
+        return units_event(self.units, pid)
+
+    def counter_rows(self, times_ns, values, timestamps):
+        """The :class:`~sysprof.profiler.trace_handler.CounterRows` of sampled ``values`` at ``times_ns``."""
+        from sysprof.profiler.trace_handler import CounterRows
+
+        return CounterRows(self.series, times_ns, self.project(values), timestamps, units=self.units)
+
+
+class EventRenderer:
+    """Sampler batches -> counter event dicts: one event per track and row.
+
+    With ``changes_only`` (the default) a track's event is written only for rows where one of its values differs
+    from the row before (NaN equal to NaN), plus the first row; :meth:`finish` writes every track's last row.
+    Chrome and Perfetto draw a counter as a step function that holds its value until the next event, so nothing
+    is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first event. ``report`` weighs
+    each value by how long it held.
+
+    NaN and +/-inf values are left out of an event (:func:`~sysprof.trace.chrome.counter_args`); a row with no
+    value left writes nothing, except ``"args": {}`` when the track had values before: the old values end there.
+    ``rows`` counts the sample rows seen (the samples written). ``pid``/``tid`` of tracks without their own pid:
+    ``pid``, ``tid``."""
+
+    def __init__(self, layout: TrackLayout, float_ts: bool = False, changes_only: bool = True, pid: Any = 0,
+                 tid: Any = 0) -> None:
+        import numpy as np
+
+        self.layout = layout
         self.float_ts = float_ts
         self.changes_only = changes_only
         self.rows = 0
-        self._known = [False] * len(self.groups)  # per group: whether its last event had a value
-        self._prev = None          # the last row seen (values), to compare the next batch's first row with
+        self._tracks = [(t.name, pid if t.pid is None else t.pid, tid, None if t.category is None else t.category,
+                         np.arange(lo, hi, dtype=np.intp), t.keys)
+                        for t, (_, _, _, lo, hi) in zip(layout.tracks, layout.series)]
+        self._known = [False] * len(self._tracks)  # per track: whether its last event had a value
+        self._prev = None          # the last row seen (projected values), to compare the next batch's first row with
         self._last_ts_ns = None
-        self._emitted_last = None  # per group: whether the last row seen was written for it
+        self._emitted_last = None  # per track: whether the last row seen was written for it
 
     def ts(self, t_ns: int):
         return round(t_ns / 1000.0, 3) if self.float_ts else t_ns // 1000
 
-    def events(self, batch):
+    def events(self, batch) -> list:
+        """The events of ``batch`` (``timestamps_ns``, ``values`` rows x channels), in time order, tracks in channel
+        order within a row."""
         import numpy as np
 
         n = len(batch)
         self.rows += n
-        if n == 0 or not self.groups:
+        if n == 0 or not self._tracks:
             return []
         ts_ns = batch.timestamps_ns.tolist()
         ts = [self.ts(t) for t in ts_ns]
-        values = np.asarray(batch.values, dtype=np.float64)
+        values = self.layout.project(batch.values)
         if self.changes_only:
             prev = np.empty_like(values)
             prev[1:] = values[:-1]
@@ -65,9 +242,9 @@ class EventBuilder:
             differs = (values != prev) & ~(nan & np.isnan(prev))
             if self._prev is None:
                 differs[0] = True
-        rows_by_group = []
+        rows_by_track = []
         emitted_last = []
-        for g, (group, pid, idx, keys) in enumerate(self.groups):
+        for g, (name, pid, tid, cat, idx, keys) in enumerate(self._tracks):
             if self.changes_only:
                 mask = differs[:, idx].any(axis=1)
                 rows = np.flatnonzero(mask).tolist()
@@ -76,36 +253,100 @@ class EventBuilder:
                 rows = range(n)
                 emitted_last.append(True)
             if len(rows):
-                rows_by_group.append((g, group, pid, keys, rows, values[rows][:, idx].tolist()))
+                rows_by_track.append((g, name, pid, tid, cat, keys, rows, values[rows][:, idx].tolist()))
         self._prev = values[-1].copy()
         self._last_ts_ns = ts_ns[-1]
         self._emitted_last = emitted_last
         out = []
-        for g, group, pid, keys, rows, vals in rows_by_group:
+        for g, name, pid, tid, cat, keys, rows, vals in rows_by_track:
             for r, v in zip(rows, vals):
                 args = self._args(g, keys, v)
                 if args is not None:
-                    out.append((r, {"name": group, "ph": "C", "ts": ts[r], "pid": pid, "tid": 0, "args": args}))
-        out.sort(key=lambda e: e[0])  # stable: time order, groups in channel order within a row
+                    out.append((r, counter_event(name, ts[r], pid, tid, args, cat)))
+        out.sort(key=lambda e: e[0])  # stable: time order, tracks in channel order within a row
         return [e for _, e in out]
 
     def _args(self, g, keys, values):
-        """The args of group ``g``'s event for one row, NaN and +/-inf left out; None: write no event."""
+        """The args of track ``g``'s event for one row, NaN and +/-inf left out; None: write no event."""
         args = counter_args(keys, values)
         if not args and not self._known[g]:
             return None  # still unknown: nothing to say
         self._known[g] = bool(args)
         return args
 
-    def finish(self):
-        """Events that repeat the last row for every group not written at that row (the trace's end)."""
+    def finish(self) -> list:
+        """Events that repeat the last row for every track not written at that row (the trace's end)."""
         if self._prev is None or not self.changes_only:
             return []
         t = self.ts(self._last_ts_ns)
         last = self._prev.tolist()
         out = []
-        for g, ((group, pid, idx, keys), done) in enumerate(zip(self.groups, self._emitted_last)):
+        for g, ((name, pid, tid, cat, idx, keys), done) in enumerate(zip(self._tracks, self._emitted_last)):
             args = None if done else self._args(g, keys, [last[i] for i in idx.tolist()])
             if args is not None:
-                out.append({"name": group, "ph": "C", "ts": t, "pid": pid, "tid": 0, "args": args})
+                out.append(counter_event(name, t, pid, tid, args, cat))
+        return out
+
+
+class EventBuilder(EventRenderer):
+    """``sysprof record``'s renderer: the ``"sysprof"`` preset over ``channels`` (see :class:`EventRenderer`).
+
+    ``groups``: ``(name, pid, column indices, keys)`` per track."""
+
+    def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
+                 changes_only: bool = True):
+        layout = TrackLayout(channels, "sysprof", system_pid=system_pid, process_pid=process_pid)
+        super().__init__(layout, float_ts=float_ts, changes_only=changes_only, pid=system_pid)
+        import numpy as np
+
+        self.system_pid = system_pid
+        self.groups = [(t.name, t.pid, np.asarray(t.columns, dtype=np.intp), t.keys) for t in layout.tracks]
+
+    def units_event(self) -> dict:
+        """The units metadata event of this channel set, with the recorder's pid."""
+        return self.layout.units_event(self.system_pid)
+
+
+_TS_SENTINEL = "\x01ts\x01"
+_VALUE_SENTINEL = "\x01v\x01"
+
+
+class RowTemplate:
+    """JSON text of whole rows of :class:`~sysprof.profiler.trace_handler.CounterRows` ``series`` in Composer's
+    layout (``cat`` = categories joined with ``,``; ``pid``, ``tid`` given), the text
+    :func:`~sysprof.trace.chrome.encode_event` gives each event: rows whose values are all finite are filled
+    into one ``%``-template per row (the fast path); the others are encoded event by event, non-finite keys left
+    out and events with no key left not written."""
+
+    __slots__ = ("series", "n_events", "_text", "_pid", "_tid", "_cats")
+
+    def __init__(self, series: list, pid: Any, tid: Any) -> None:
+        self.series = series
+        self.n_events = len(series)
+        self._pid, self._tid = pid, tid
+        self._cats = [",".join(cats) for _, cats, _, _, _ in series]
+        parts = []
+        for (name, _, keys, _, _), cat in zip(series, self._cats):
+            parts.append(encode_event(counter_event(name, _TS_SENTINEL, pid, tid, {k: _VALUE_SENTINEL for k in keys},
+                                                    cat)))
+        text = ",\n".join(parts).replace("%", "%%")
+        self._text = text.replace(json.dumps(_VALUE_SENTINEL), "%r").replace(json.dumps(_TS_SENTINEL), "\x00")
+
+    def render(self, times_ns, values) -> list:
+        """``(text, events)`` per row with at least one event: its events' text, ``,\\n``-joined, and their count."""
+        import numpy as np
+
+        template, n = self._text, self.n_events
+        finite = np.isfinite(values).all(axis=1).tolist()
+        out = []
+        append = out.append
+        for t_us, row, ok in zip((times_ns // 1000).tolist(), values.tolist(), finite):
+            if ok:
+                append((template.replace("\x00", str(t_us)) % tuple(row), n))
+            else:
+                parts = [encode_event(counter_event(name, t_us, self._pid, self._tid, args, cat))
+                         for (name, _, keys, lo, hi), cat in zip(self.series, self._cats)
+                         for args in (counter_args(keys, row[lo:hi]),) if args]
+                if parts:
+                    append((",\n".join(parts), len(parts)))
         return out
