@@ -17,7 +17,7 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
   every argument included, is written there and nowhere else (the followed process is named by its program);
 * one ``"ph": "M"`` ``"sysprof units"`` event (``sysprof.trace.schema.units_event``) declaring the unit of
   every channel, from the registry; ``report`` reads units from it;
-* ``"ph": "C"`` counter events, one per channel group and sample row: a channel ``a/b/c`` is written as
+* counter events (``ph`` ``C``), one per channel group and sample row: a channel ``a/b/c`` is written as
   ``{"name": "a/b", "args": {"c": value}}``. A NaN (unknown) or +/-inf value (e.g. a cgroup limit of
   ``max``) is left out of its event (``chrome_trace.counter_args``); an event with no value left is not
   written, except as ``"args": {}`` where a group that had values turns all-unknown, so ``report`` knows

@@ -12,10 +12,9 @@ import sys
 import time
 
 from ..report import human_bytes
-from ..sampling import registry
 from ..sampling.registry import SOURCES
-from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, units_event
-from ..trace.tracks import EventBuilder
+from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT
+from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
 from .output import _open_output, _symlink_error
@@ -224,8 +223,7 @@ class _Recording:
         }
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})
-        units = {ch: u for ch in channels for u in [registry.unit_of(ch)] if u is not None}
-        head.append(units_event(units, my_pid))
+        head.append(self.builder.units_event())
         return head
 
     def _loop(self) -> None:
@@ -364,7 +362,6 @@ class _Status:
 def _write_stats_counter(writer, sampler, float_ts):
     st = sampler.stats
     t = time.time_ns()
-    writer.write({"name": STATS_COUNTER, "ph": "C", "ts": t / 1000.0 if float_ts else t // 1000,
-                  "pid": os.getpid(), "tid": 0,
-                  "args": {"taken": st.get("taken"), "dropped": st.get("dropped"),
-                           "missed_deadlines": st.get("missed_deadlines")}})
+    writer.write(counter_event(STATS_COUNTER, t / 1000.0 if float_ts else t // 1000, os.getpid(), 0,
+                               {"taken": st.get("taken"), "dropped": st.get("dropped"),
+                                "missed_deadlines": st.get("missed_deadlines")}))
