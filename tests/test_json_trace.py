@@ -392,3 +392,20 @@ def test_track_layout_presets():
                          "args": {"used_gb": 2.5, "available_gb": 1.5}}
     with pytest.raises(ValueError, match="unknown track preset"):
         TrackLayout(channels, "perfetto")
+
+
+def test_composer_preset_names_other_sources_by_their_sysprof_names():
+    """A source Composer never had (pressure, vmstat, ...) is traced under sysprof's names, unscaled, with the
+    registry's units; its rates only with rates=True. Composer's own sources keep the seed's layout only."""
+    from sysprof.trace.tracks import TrackLayout
+
+    channels = ("cpu/user_percent", "pressure/io/some_seconds_total", "pressure/io/some_seconds_per_second",
+                "vmstat/pgfault_total", "load/1m")
+    co = TrackLayout(channels, "composer", rates=False)
+    assert co.series == [("pressure/io", ("pressure",), ("some_seconds_total",), 0, 1),
+                         ("vmstat", ("vmstat",), ("pgfault_total",), 1, 2), ("load", ("load",), ("1m",), 2, 3)]
+    assert co.units == {"pressure/io/some_seconds_total": "s", "vmstat/pgfault_total": "", "load/1m": ""}
+    with_rates = TrackLayout(channels, "composer", rates=True)
+    assert with_rates.series[0] == ("pressure/io", ("pressure",), ("some_seconds_total", "some_seconds_per_second"),
+                                    0, 2)
+    assert with_rates.units["pressure/io/some_seconds_per_second"] == "s/s"

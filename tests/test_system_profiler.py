@@ -353,3 +353,20 @@ def test_units_event_once_per_file_and_channel_set(fake, tmp_path):
         assert units[0] < first_counter
         assert events[units[0]] == {"name": "sysprof units", "ph": "M", "pid": 0, "tid": os.getpid(),
                                     "args": {"units": want}}
+
+
+def test_source_switches_come_from_the_registry():
+    """Every registry source has a profile_<source> switch (sys_prof_<source> on Profiler), off by default."""
+    from sysprof import Profiler, SystemProfiler
+    from sysprof.sampling.registry import SOURCES
+
+    sysp = SystemProfiler(profile_pressure=True, profile_vmstat=True)
+    assert sysp._sources() == {n: n in ("cpu", "pressure", "vmstat") for n in SOURCES}
+    assert SystemProfiler(profile_cpu=False, profile_gpu=True)._sources()["gpu"] is True
+    with pytest.raises(TypeError, match="unexpected keyword argument 'profile_bogus'"):
+        SystemProfiler(profile_bogus=True)
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_cpu=False, sys_prof_cgroup=True)
+    assert prof.system_profiler._sources() == {n: n == "cgroup" for n in SOURCES}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sys_prof_bogus'"):
+        Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_bogus=True)
+    assert Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_cpu=False).system_profiler is None

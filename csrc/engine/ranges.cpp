@@ -27,9 +27,9 @@ Range classify_channel(std::string_view name) {
   if (ends_with(field, "_celsius")) return Range::kCelsius;
   // disk busy_time and PSI stall seconds per second of wall time
   if (ends_with(field, "_seconds_per_second")) return Range::kShare;
-  // CPU time of a process, a process tree or a cgroup, which may run on every online CPU
-  if ((source == "process" || source == "process_tree" || source == "cgroup") && field == "cpu_percent")
-    return Range::kCorePercent;
+  // percent of one core: the CPU time of a process, a process tree or a cgroup, which may run on every
+  // online CPU (every such channel is named cpu_percent; the CPUs' own share is cpu/percent)
+  if (field == "cpu_percent") return Range::kCorePercent;
   if (field == "percent" || ends_with(field, "_percent")) return Range::kPercent;
   for (std::string_view unit : {"_bytes", "_count", "_total", "_seconds", "_per_second", "_watts", "_joules", "_hz"})
     if (ends_with(field, unit)) return Range::kNonNegative;

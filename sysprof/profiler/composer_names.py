@@ -7,13 +7,17 @@ cumulative milliseconds (as psutil reported them).
 """
 from __future__ import annotations
 
-__all__ = ["COUNTER_RULES", "CUDA_MEMORY_KEYS", "CUDA_MEMORY_UNITS"]
+__all__ = ["COUNTER_RULES", "NAMED_SOURCES", "CUDA_MEMORY_KEYS", "CUDA_MEMORY_UNITS"]
 
 #: Sampler channel -> trace counter. Each rule: (channel regex (full match), trace event name, args key, multiplier,
 #: divisor, category, needs ``rates=True``, unit of the traced value); the traced value is
 #: ``channel value * multiplier / divisor``. The name and key are ``str.format``-ed with the regex's named groups.
-#: Channels sharing a trace name become one counter event with several keys, in rule order. Channels matching no
-#: rule are not traced. A unit of ``None`` is the channel's own (``registry.unit_of``: the value is not scaled).
+#: Channels sharing a trace name become one counter event with several keys, in rule order. A channel of a
+#: source in :data:`NAMED_SOURCES` matching no rule is not traced (the seed's layout leaves it out); a channel of
+#: any other source is traced under its sysprof name. A unit of ``None`` is the channel's own (``registry.unit_of``: the value is not scaled).
+#: the sources whose channels Composer's layout names (only through :data:`COUNTER_RULES`)
+NAMED_SOURCES = ("cpu", "memory", "disk", "net", "process", "gpu")
+
 COUNTER_RULES = (
     (r"cpu/percent", "cpu", "cpu_percent", 1, 1, "cpu", False, "%"),
     (r"cpu/(?P<id>\d+)/percent", "cpu/{id}", "cpu_percent", 1, 1, "cpu", False, "%"),

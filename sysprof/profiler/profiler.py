@@ -80,7 +80,8 @@ class Profiler(Callback):
         sys_prof_cpu, sys_prof_memory, sys_prof_disk, sys_prof_net: build a :class:`sysprof.SystemProfiler`
             with ``profile_cpu=...`` etc. when any is true (as Composer does).
         sys_prof_stats_thread_interval_seconds: the system profiler's sampling interval (float seconds > 0).
-        sys_prof_gpu, sys_prof_process, sys_prof_per_cpu, sys_prof_rates: sysprof extensions, passed to the
+        sys_prof_<source> (any other source of the registry: ``sys_prof_gpu``, ``sys_prof_process``, ...),
+            sys_prof_per_cpu, sys_prof_rates: sysprof extensions, passed to the
             system profiler as ``profile_gpu``, ``profile_process``, ``per_cpu``, ``rates``.
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
@@ -102,14 +103,19 @@ class Profiler(Callback):
         sys_prof_net: bool = False,
         sys_prof_stats_thread_interval_seconds: float = 0.5,
         *,
-        sys_prof_gpu: bool = False,
-        sys_prof_process: bool = False,
         sys_prof_per_cpu: bool = False,
         sys_prof_rates: bool = False,
-        **torch_prof_kwargs: Any,
+        **kwargs: Any,
     ) -> None:
         super().__init__()
         global _warned_torch
+        from sysprof.profiler.system_profiler import source_switches
+
+        # sys_prof_<source> for any other registry source (gpu, process, ...), as SystemProfiler's profile_<source>
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("sys_prof_")}
+        sources = source_switches({"profile_" + k[len("sys_prof_"):]: v for k, v in extra.items()}, "Profiler",
+                                  prefix="sys_prof_")
+        torch_prof_kwargs = kwargs
         for key in torch_prof_kwargs:
             if key not in _TORCH_PROF_DEFAULTS:
                 raise TypeError(f"Profiler() got an unexpected keyword argument {key!r}")
@@ -130,14 +136,13 @@ class Profiler(Callback):
         self._cached_ts: Any = _UNSET
         self._cached_action = "skip"
         self._driving = False
-        if sys_prof_cpu or sys_prof_memory or sys_prof_disk or sys_prof_net or sys_prof_gpu or sys_prof_process:
+        if sys_prof_cpu or sys_prof_memory or sys_prof_disk or sys_prof_net or any(sources.values()):
             from sysprof.profiler.system_profiler import SystemProfiler
 
             self._callbacks.append(SystemProfiler(
                 profile_cpu=sys_prof_cpu, profile_memory=sys_prof_memory, profile_disk=sys_prof_disk,
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
-                profile_gpu=sys_prof_gpu, profile_process=sys_prof_process, per_cpu=sys_prof_per_cpu,
-                rates=sys_prof_rates))
+                per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:

@@ -18,13 +18,13 @@ import numbers
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from sysprof import forks
 from sysprof.profiler.callback import Callback, event_name
-from sysprof.sampling.registry import source_available
+from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
 from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
@@ -96,6 +96,20 @@ class _RecordingLog:
             del self.times[:keep_from], self.recording[:keep_from], self.stamps[:keep_from]
 
 
+def source_switches(given: Dict[str, Any], owner: str, prefix: str = "profile_") -> Dict[str, bool]:
+    """``{source: on}`` for the registry sources other than Composer's four (cpu, memory, disk, net), from
+    ``profile_<source>`` keywords (off unless given). Raises TypeError for a keyword naming no source."""
+    names = [n for n in SOURCES if n not in _COMPOSER_SOURCES]
+    for key in given:
+        if not key.startswith("profile_") or key[len("profile_"):] not in names:
+            bad = prefix + key[len("profile_"):] if key.startswith("profile_") else key
+            raise TypeError(f"{owner}() got an unexpected keyword argument {bad!r}")
+    return {n: bool(given.get(f"profile_{n}", False)) for n in names}
+
+
+_COMPOSER_SOURCES = ("cpu", "memory", "disk", "net")  # Composer's own profile_* arguments
+
+
 class SystemProfiler(Callback):
     """Record system metrics into the profiler's trace, sampled by sysprof's native sampler.
 
@@ -122,7 +136,10 @@ class SystemProfiler(Callback):
     Args:
         profile_cpu, profile_memory, profile_disk, profile_net: sources, as Composer's.
         stats_thread_interval_seconds: sampling interval (float seconds > 0).
-        profile_gpu, profile_process, per_cpu, rates: sysprof extensions (see above).
+        profile_<source>: any other source of the registry (``sysprof.sampling.registry.SOURCES``: ``profile_gpu``,
+            ``profile_process``, ``profile_pressure``, ...), off by default; channels that Composer's layout has no
+            name for are traced under their sysprof names.
+        per_cpu, rates: sysprof extensions (see above).
         backend: sampler backend, ``"auto"``, ``"native"`` or ``"psutil"``.
         drain_interval_seconds: least time between two drains done from training events (float > 0); a
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
@@ -140,12 +157,11 @@ class SystemProfiler(Callback):
         profile_net: bool = False,
         stats_thread_interval_seconds: float = 0.5,
         *,
-        profile_gpu: bool = False,
-        profile_process: bool = False,
         per_cpu: bool = False,
         rates: bool = False,
         backend: str = "auto",
         drain_interval_seconds: float = 0.25,
+        **sources: bool,
     ) -> None:
         super().__init__()
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
@@ -155,8 +171,9 @@ class SystemProfiler(Callback):
         self.profile_disk = profile_disk
         self.profile_net = profile_net
         self.stats_thread_interval_seconds = stats_thread_interval_seconds
-        self.profile_gpu = profile_gpu
-        self.profile_process = profile_process
+        # profile_<source> of every other registry source (profile_gpu, profile_process, ...), off by default
+        for name, on in source_switches(sources, type(self).__name__).items():
+            setattr(self, f"profile_{name}", on)
         self.per_cpu = per_cpu
         self.rates = rates
         self.backend = backend
@@ -190,9 +207,12 @@ class SystemProfiler(Callback):
         interval = float(self.stats_thread_interval_seconds)
         fallback = max(1.0, 4 * self.drain_interval_seconds)
         capacity = int(min(1 << 20, max(4096, math.ceil(8 * fallback / interval))))
-        return Sampler(interval=interval, cpu=self.profile_cpu, per_cpu=self.per_cpu and self.profile_cpu,
-                       memory=self.profile_memory, disk=self.profile_disk, net=self.profile_net, load=False,
-                       process=self.profile_process, gpu=self.profile_gpu, capacity=capacity, backend=self.backend)
+        return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
+                       backend=self.backend, **self._sources())
+
+    def _sources(self) -> Dict[str, bool]:
+        """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""
+        return {name: bool(getattr(self, f"profile_{name}", False)) for name in SOURCES}
 
     def init(self, state: Any, logger: Any) -> None:
         """Build and start the sampler and the fallback drain thread.
@@ -210,8 +230,7 @@ class SystemProfiler(Callback):
         self._log = _RecordingLog()
         self._cuda_device = None
         self._note_cuda_device()
-        if not (self.profile_cpu or self.profile_memory or self.profile_disk or self.profile_net
-                or self.profile_gpu or self.profile_process):
+        if not any(self._sources().values()):
             return
         sampler = self._make_sampler()
         channels = tuple(sampler.channels)

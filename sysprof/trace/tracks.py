@@ -69,6 +69,15 @@ def _composer_rules():
     return tuple((re.compile(r[0]),) + tuple(r[1:]) for r in COUNTER_RULES)
 
 
+def _unnamed_source(channel: str):
+    """The registry source of a channel that Composer's layout has no names for (not in ``NAMED_SOURCES``)."""
+    from sysprof.profiler.composer_names import NAMED_SOURCES
+    from sysprof.sampling.registry import source_of
+
+    source = source_of(channel)
+    return None if source is None or source in NAMED_SOURCES else source
+
+
 def _unit_of(channel: str):
     from sysprof.sampling.registry import unit_of
 
@@ -85,9 +94,18 @@ def _sysprof_tracks(channels, system_pid, process_pid) -> list:
         groups[group][2].append(_unit_of(ch))
     tracks = []
     for group, (idx, keys, units) in groups.items():
-        followed = process_pid is not None and group.split("/", 1)[0] in ("process", "process_tree")
+        followed = process_pid is not None and group.split("/", 1)[0] in _followed_prefixes()
         tracks.append(Track(group, keys, idx, None, units, None, process_pid if followed else system_pid))
     return tracks
+
+
+@lru_cache(maxsize=1)
+def _followed_prefixes() -> tuple:
+    """Channel prefixes of the sources that measure the followed process itself (``SourceSpec.needs_target``):
+    their tracks carry that process's pid in the sysprof preset."""
+    from sysprof.sampling.registry import SOURCES
+
+    return tuple(p.rstrip("/") for s in SOURCES.values() if s.needs_target for p in s.prefixes)
 
 
 def _composer_tracks(channels, rates: bool) -> list:
@@ -104,6 +122,12 @@ def _composer_tracks(channels, rates: bool) -> list:
             entry[1].append((rule, key_fmt.format(**fields), col, float(mul), float(div),
                              _unit_of(channel) if unit is None else unit))
             break
+        else:
+            source = _unnamed_source(channel)
+            if source is not None and (rates or not channel.endswith("_per_second")):
+                group, key = split_channel(channel)  # a source Composer never had: sysprof's name, unscaled
+                entry = groups.setdefault(group, (source, []))
+                entry[1].append((len(_composer_rules()), key, col, 1.0, 1.0, _unit_of(channel)))
     tracks = []
     for name, (category, members) in groups.items():
         members.sort(key=lambda m: m[0])  # keys in rule order (e.g. used_gb before available_gb)
