@@ -288,7 +288,7 @@ def test_live_sampler_values_against_psutil(tmp_path):
     # (its percent is NaN, and NaN is left out of events)
     assert st["taken"] - 1 <= len(cpu) <= st["taken"] and len(cpu) >= 4, (len(cpu), st, sysp_stats)
     # rows + missed deadlines cover the deadlines from the first row to the last but one (tests/
-    # test_sampler_live.py, check_deadline_accounting; µs stamps, 500 ppm slew)
+    # test_sampler_live_thread.py, check_deadline_accounting; µs stamps, 500 ppm slew)
     assert st["taken"] + st["missed_deadlines"] >= (cpu[-2] - cpu[0]) / 10_000 - 2, (cpu[0], cpu[-2], st)
     for e in counters:
         assert all(isinstance(v, (int, float)) for v in e["args"].values())
