@@ -1,6 +1,6 @@
 """The derivation rules of the portable backend, in one place: the Python statement of
 csrc/derive/rules.hpp, for machines where the extension is missing. Each class names its native twin;
-tests/test_sampler_live.py checks both give the same values."""
+tests/test_sampler_live.py checks both give the same values, tests/test_sampler_live_psutil.py each rule."""
 from __future__ import annotations
 
 import math
