@@ -10,8 +10,16 @@ from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, P
                        SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces, profile)
 from .trace import chrome as chrome_trace
 
-# ``import sysprof.chrome_trace`` keeps working: the module moved to sysprof.trace.chrome.
-_sys.modules[__name__ + ".chrome_trace"] = chrome_trace
+from . import profiler as _profiler, sampling as _sampling
+
+# The module paths of the flat package (before sysprof/{sampling,trace,profiler}/) keep importing:
+# ``import sysprof.chrome_trace``, ``from sysprof.json_trace_handler import JSONTraceHandler``, ...
+for _old, _new in (("chrome_trace", chrome_trace), ("sampler", _sampling.sampler),
+                   ("callback", _profiler.callback), ("schedule", _profiler.schedule), ("marker", _profiler.marker),
+                   ("trace_handler", _profiler.trace_handler), ("json_trace_handler", _profiler.json_trace_handler),
+                   ("system_profiler", _profiler.system_profiler)):
+    _sys.modules[f"{__name__}.{_old}"] = _new
+del _old, _new
 
 __version__ = "0.1.0"
 __all__ = [

@@ -117,6 +117,11 @@ def test_record_follows_existing_pid(tmp_path):
         sleeper.wait()
     events = read_trace(trace)
     assert {e["pid"] for e in events if e.get("ph") == "C" and e["name"] == "process"} == {sleeper.pid}
+    # named by its program, as a command is; its command line read from /proc/<pid>/cmdline
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names[sleeper.pid] == f"sleep (pid {sleeper.pid})"
+    start = next(e for e in events if e.get("name") == "sysprof start")
+    assert start["args"]["command_line"] == "sleep 0.8"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -313,3 +313,12 @@ def test_plot_uses_decimal_byte_units_and_keeps_task_counts_apart(tmp_path, monk
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
     assert labels and all(lab.endswith(" MB") for lab in labels), labels  # 100 MB .. 199 MB, SI
     assert not any("MiB" in lab for lab in labels)
+
+
+def test_weighted_mean_of_a_constant_is_the_constant():
+    from sysprof.report.stats import weighted_stats
+
+    # 0.45 weighted by irregular spans: the float sum alone gives 0.4499999999999999, below the minimum
+    weights = [0.013, 0.0071, 0.25, 0.0009, 0.031] * 8
+    st = weighted_stats([0.45] * len(weights), weights)
+    assert st["min"] == st["mean"] == st["max"] == 0.45

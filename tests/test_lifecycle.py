@@ -110,6 +110,31 @@ def test_exit_with_profiler_and_system_profiler_running(tmp_path):
     assert_clean(runs)
 
 
+def test_exit_with_a_profile_context_left_open_saves_and_merges(tmp_path):
+    # A profile() context entered but never left, and a Profiler started but never stopped: at exit the runs
+    # are stopped while the interpreter still works (atexit), so every trace is written and merged whole.
+    # Before, the generator's cleanup ran during module teardown: a traceback and a 0-byte merged trace.
+    runs = run_py(f"""
+        import contextlib, sysprof
+        stack = contextlib.ExitStack()
+        prof = stack.enter_context(sysprof.profile({str(tmp_path / "ctx")!r}, overwrite=True))
+        with prof.marker("open_context"):
+            pass
+        prof.step()
+        bare = sysprof.Profiler(schedule=lambda state: sysprof.ProfilerAction.ACTIVE, sys_prof_cpu=False,
+                                trace_handlers=[sysprof.JSONTraceHandler(folder={str(tmp_path / "bare")!r},
+                                                                         overwrite=True)])
+        bare.start()
+        with bare.marker("never_stopped"):
+            pass
+        """)
+    assert_clean(runs)
+    assert "Error" not in runs[0].stderr and "Traceback" not in runs[0].stderr, runs[0].stderr
+    for folder, name in (("ctx", "open_context"), ("bare", "never_stopped")):
+        events = json.loads((tmp_path / folder / "merged_trace.json").read_text())
+        assert [e["ph"] for e in events if e.get("name") == name] == ["B", "E"], (folder, events)
+
+
 def test_exit_from_a_worker_thread_calling_sys_exit():
     # sys.exit in the main thread while non-daemon work already finished and a daemon drains.
     runs = run_py("""

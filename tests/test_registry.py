@@ -107,3 +107,17 @@ def test_every_psutil_channel_is_declared():
     s = sysprof.Sampler(0.01, backend="psutil", per_cpu=True, load=True, process=True, process_tree=True)
     for ch in s.channels:
         assert channel_spec(ch) is not None, ch
+
+
+def test_module_paths_of_the_flat_package_still_import():
+    import importlib
+
+    import sysprof
+
+    for old, new in (("chrome_trace", "trace.chrome"), ("sampler", "sampling.sampler"),
+                     ("json_trace_handler", "profiler.json_trace_handler"),
+                     ("system_profiler", "profiler.system_profiler"), ("schedule", "profiler.schedule")):
+        assert importlib.import_module(f"sysprof.{old}") is importlib.import_module(f"sysprof.{new}"), old
+    from sysprof.json_trace_handler import JSONTraceHandler
+
+    assert JSONTraceHandler is sysprof.JSONTraceHandler

@@ -30,6 +30,8 @@ from sampler_live_support import OFF
     (dict(capacity=10**12), "capacity"),
     (dict(pid=1), "pid"),  # pid without process/cgroup would be silently ignored
     (dict(pid=0, process=True), "pid"),
+    (dict(proc_root="fixtures\0x"), "proc_root"),  # a NUL would cut the path short in the C++ side
+    (dict(sys_root=""), "sys_root"),
 ])
 def test_bad_arguments(backend, kwargs, word):
     with pytest.raises(ValueError, match=word):

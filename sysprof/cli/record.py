@@ -40,6 +40,17 @@ def _default_capacity(interval: float) -> int:
     return int(min(MAX_CAPACITY, max(MIN_CAPACITY, math.ceil(RING_SECONDS / interval))))
 
 
+def _followed_argv(pid: int) -> list:
+    """The command line of a --pid process (/proc/<pid>/cmdline), or [] where it cannot be read (a kernel
+    thread, a process of another user, one that has exited)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(1 << 16)
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
 def _preflight(args, command) -> None:
     """Checks before anything runs or any file is touched: the output's name, the command."""
     output = args.output
@@ -197,11 +208,14 @@ class _Recording:
         """The trace's first events: process names, the start event with the metadata, the units."""
         args, my_pid, proc_pid, command = self.args, self.my_pid, self.proc_pid, self.command
         # the command line (arguments, secrets among them, included) is written once: the start event's
-        cmdline = shlex.join(command) if command else (f"pid {args.pid}" if args.pid is not None else "")
+        followed = _followed_argv(args.pid) if args.pid is not None and not command else []
+        cmdline = shlex.join(command) if command else (shlex.join(followed) if followed else
+                                                       f"pid {args.pid}" if args.pid is not None else "")
         head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0, "args": {"name": "sysprof: system"}},
                 {"name": "process_sort_index", "ph": "M", "pid": my_pid, "tid": 0, "args": {"sort_index": 0}}]
         if proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in self.builder.groups):
-            name = f"{os.path.basename(command[0])} (pid {proc_pid})" if command else f"pid {proc_pid}"
+            argv0 = command[0] if command else (followed[0] if followed else "")
+            name = f"{os.path.basename(argv0)} (pid {proc_pid})" if argv0 else f"pid {proc_pid}"
             head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                      {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
         sampler = self.sampler

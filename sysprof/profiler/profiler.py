@@ -18,12 +18,14 @@ The standalone driver fires the same events a trainer would (``init``, ``fit_sta
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import pathlib
 import warnings
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
+from sysprof import forks
 from sysprof.profiler.callback import Callback, Event
 from sysprof.profiler.json_trace_handler import JSONTraceHandler
 from sysprof.profiler.marker import Marker
@@ -260,6 +262,10 @@ class Profiler(Callback):
         state.profiler = self
         self.bind_to_state(state)
         self._driving = True
+        # A run still going when the interpreter exits (a script that never calls stop(), a profile() context
+        # left open) is stopped while modules still work, so its traces are saved and merged, not truncated.
+        self._started_in = forks.generation()
+        atexit.register(self._stop_at_exit)
         try:
             for event in (Event.INIT, Event.FIT_START, Event.EPOCH_START, Event.BATCH_START):
                 self._fire(event)
@@ -291,7 +297,17 @@ class Profiler(Callback):
         finally:
             self._close_callbacks()
 
+    def _stop_at_exit(self) -> None:
+        """atexit: stop a standalone run left running; nothing in a forked child (the run is the parent's)."""
+        if forks.generation() != getattr(self, "_started_in", None):
+            return
+        try:
+            self.stop()
+        except Exception as e:  # noqa: BLE001 - nothing may escape into the interpreter's exit
+            log.error("Error stopping the profiler at exit", exc_info=e)
+
     def _close_callbacks(self) -> None:
+        atexit.unregister(self._stop_at_exit)
         state = self.state
         ok = []
         for cb in list(state.callbacks):

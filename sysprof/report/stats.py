@@ -48,7 +48,9 @@ def weighted_stats(values, weights) -> dict:
     def q(p):
         return float(vs[min(int(np.searchsorted(cw, p * total, side="left")), vs.size - 1)])
 
-    return dict(min=float(vs[0]), mean=float(np.dot(v, w) / w.sum()), p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
+    # A weighted mean lies in [min, max]; the float sum can round just outside (a constant 0.45 read 0.4499...).
+    mean = min(max(float(np.dot(v, w) / w.sum()), float(vs[0])), float(vs[-1]))
+    return dict(min=float(vs[0]), mean=mean, p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
 
 
 def summarize(data: TraceData) -> dict:

@@ -163,6 +163,9 @@ class Sampler:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer or None, got {pid!r}")
+        for name, root in (("proc_root", proc_root), ("sys_root", sys_root)):
+            if not isinstance(root, str) or not root or "\0" in root:
+                raise ValueError(f"{name} must be a non-empty path without NUL bytes, got {root!r}")
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
         if pid is not None and not any(flags[n] for n in followers):
             raise ValueError(f"pid is only read by {_or_list([n + '=True' for n in followers])}; "
