@@ -370,3 +370,13 @@ def test_source_switches_come_from_the_registry():
     with pytest.raises(TypeError, match="unexpected keyword argument 'sys_prof_bogus'"):
         Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_bogus=True)
     assert Profiler(schedule=lambda s: "active", trace_handlers=[], sys_prof_cpu=False).system_profiler is None
+
+
+def test_ring_sized_by_the_one_rule():
+    """8 x the fallback drain period of rows (at least 4096): 8000 at 1 ms with the default drain interval."""
+    from sysprof import SystemProfiler
+    from sysprof.sampling.sampler import ring_capacity
+
+    assert SystemProfiler(stats_thread_interval_seconds=0.001)._make_sampler().capacity == 8000
+    assert SystemProfiler(stats_thread_interval_seconds=0.5)._make_sampler().capacity == 4096
+    assert ring_capacity(1e-7, 8.0, 4096, 1 << 20) == 1 << 20

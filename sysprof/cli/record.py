@@ -2,7 +2,6 @@
 then drain the sampler into the trace until the command ends (:class:`_Recording`: start, loop, finish)."""
 from __future__ import annotations
 
-import math
 import os
 import platform
 import select
@@ -37,7 +36,9 @@ DEFAULT_KILL_AFTER = "5s"
 
 def _default_capacity(interval: float) -> int:
     """Sampler ring rows for about RING_SECONDS of samples (drained every DRAIN_PERIOD s), within bounds."""
-    return int(min(MAX_CAPACITY, max(MIN_CAPACITY, math.ceil(RING_SECONDS / interval))))
+    from ..sampling.sampler import ring_capacity
+
+    return ring_capacity(interval, RING_SECONDS, MIN_CAPACITY, MAX_CAPACITY)
 
 
 def _followed_argv(pid: int) -> list:

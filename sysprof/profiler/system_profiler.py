@@ -202,11 +202,11 @@ class SystemProfiler(Callback):
     # ------------------------------------------------------------------ lifecycle
     def _make_sampler(self) -> Any:
         """The :class:`sysprof.Sampler` for the configured sources (tests substitute a fake here)."""
-        from sysprof.sampling.sampler import Sampler
+        from sysprof.sampling.sampler import Sampler, ring_capacity
 
         interval = float(self.stats_thread_interval_seconds)
-        fallback = max(1.0, 4 * self.drain_interval_seconds)
-        capacity = int(min(1 << 20, max(4096, math.ceil(8 * fallback / interval))))
+        fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
+        capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
                        backend=self.backend, **self._sources())
 

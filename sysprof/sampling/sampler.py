@@ -7,6 +7,7 @@ chooses between them.
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -30,6 +31,12 @@ BACKENDS = ("auto", "native", "psutil")
 MIN_INTERVAL_S = 1e-6  # below this the thread would only spin and count missed deadlines
 MAX_INTERVAL_S = 86400.0  # one day
 MAX_CAPACITY = 1 << 31  # rows
+
+
+def ring_capacity(interval: float, seconds: float, min_rows: int, max_rows: int) -> int:
+    """Ring rows that hold ``seconds`` of samples at ``interval`` (the time a reader may leave between two
+    drains, with margin), within ``[min_rows, max_rows]``: the one sizing rule of the CLI and SystemProfiler."""
+    return int(min(max_rows, max(min_rows, math.ceil(seconds / interval))))
 
 
 def native_available() -> Tuple[bool, str]:
