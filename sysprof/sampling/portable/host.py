@@ -21,6 +21,7 @@ import psutil
 
 from sysprof import forks
 
+from ..registry import SOURCES
 from .rules import CounterDevice, Ticks, TrailingRate
 
 NAN = math.nan
@@ -40,10 +41,11 @@ NET_FIELDS = (("bytes_recv", "bytes_recv", 1, 1), ("bytes_sent", "bytes_sent", 1
 NET_RATES = ("bytes_recv", "bytes_sent", "packets_recv", "packets_sent")
 # Utilisation: io_ticks advance in whole jiffies, so a short window can over-count; capped at 1.
 RATE_CAPS = {"busy_time_seconds": 1.0}
-MEMORY_CHANNELS = ("memory/total_bytes", "memory/available_bytes", "memory/used_bytes",
-                   "memory/free_bytes", "memory/buffers_bytes", "memory/cached_bytes",
-                   "memory/dirty_bytes", "memory/writeback_bytes", "memory/used_percent",
-                   "swap/total_bytes", "swap/used_bytes", "swap/free_bytes")
+
+
+def _channels(source: str) -> List[str]:
+    """The channel names of a source without devices, in row order, as the registry declares them."""
+    return [c.pattern for c in SOURCES[source].channels]
 
 
 def _cpus_of(proc) -> int:
@@ -67,7 +69,6 @@ class PsutilSampler:
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str, **flags: bool) -> None:
         """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off."""
-        from ..registry import SOURCES
 
         known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
         for key in flags:
@@ -156,7 +157,7 @@ class PsutilSampler:
                     float(getattr(vm, "buffers", NAN)), float(getattr(vm, "cached", NAN)),
                     NAN, NAN, 100.0 * used / total if total else NAN,
                     swap_total, swap_total - swap_free, swap_free]
-        return list(MEMORY_CHANNELS), read
+        return _channels("memory"), read
 
     def _disk(self, sys_root: str):
         block = os.path.join(sys_root, "block")
@@ -189,7 +190,7 @@ class PsutilSampler:
         def read(_t: int) -> List[float]:
             one, five, fifteen = psutil.getloadavg()
             return [one, five, fifteen, NAN, NAN]
-        return ["load/1m", "load/5m", "load/15m", "load/procs_running", "load/procs_total"], read
+        return _channels("load"), read
 
     def _process(self, pid: Optional[int]):
         proc = psutil.Process(pid)
@@ -220,8 +221,7 @@ class PsutilSampler:
             if gone:
                 return [NAN, NAN, NAN, cpu_ns / 1e9, NAN]
             return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
-        return ["process/rss_bytes", "process/vms_bytes", "process/cpu_percent",
-                "process/cpu_seconds_total", "process/num_threads"], read
+        return _channels("process"), read
 
     TREE_MAX = 256  # members, as csrc/source_process_tree.cpp
     TREE_DISCOVER_NS = 100_000_000
@@ -279,8 +279,7 @@ class PsutilSampler:
             if not root_live:
                 return [NAN] * 5
             return [float(n), float(rss), pct, total / 1e9, float(threads)]
-        return ["process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_percent",
-                "process_tree/cpu_seconds_total", "process_tree/num_threads"], read
+        return _channels("process_tree"), read
 
     def _gpu(self):
         from .nvml import open_gpu

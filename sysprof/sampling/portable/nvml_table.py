@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Optional, Tuple
 
-#: channels per device, in this order (sysprof/sampling/registry.py, ``_gpu()``)
-CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
-            "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
-            "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
-            "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
-            "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+from ..registry import SOURCES
+
+#: channels per device, in row order: the registry's (sysprof/sampling/registry.py, ``_gpu()``)
+CHANNELS = tuple(c.pattern.rsplit("/", 1)[-1] for c in SOURCES["gpu"].channels)
 INDEX = {c: i for i, c in enumerate(CHANNELS)}
 
 #: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), energy_mj (an mJ counter:
