@@ -9,7 +9,11 @@
  * With -p, iterations are paced at absolute deadlines INTERVAL_NS apart (clock_nanosleep TIMER_ABSTIME, timer
  * slack 1 ns, a missed deadline skipped as sysprof's thread does) and each line is "COST_NS PERIOD_NS", the period
  * being the time between this iteration's start and the previous one's (0 on the first line): the reference for
- * the sampling thread's cost and timing quality. Compiled by benchmarks/run.py at run time.
+ * the sampling thread's cost and timing quality.
+ * With -s (after -p), one summary line instead: "ITERATIONS THREAD_CPU_NS IN_TICK_NS", the thread's CPU time over
+ * the paced loop (CLOCK_THREAD_CPUTIME_ID: the same sum_exec_runtime as /proc/<tid>/schedstat's first field, so
+ * wake-ups and sleeps are included) and the sum of the iterations' own costs: the paced floor of the sampling
+ * thread's CPU per sample. Compiled by benchmarks/run.py at run time.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -23,6 +27,12 @@
 #define BUF (1 << 16)
 static char buf[BUF];
 
+static long long cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static long long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,6 +45,12 @@ int main(int argc, char** argv) {
     interval = atoll(argv[2]);
     argv += 2;
     argc -= 2;
+  }
+  int summary = 0;
+  if (interval > 0 && argc > 1 && strcmp(argv[1], "-s") == 0) {
+    summary = 1;
+    argv += 1;
+    argc -= 1;
   }
   if (argc < 3) {
     fprintf(stderr, "usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE...\n");
@@ -57,8 +73,9 @@ int main(int argc, char** argv) {
     if (fds[i] < 0) { perror(spec); return 1; }
   }
   if (interval > 0) prctl(PR_SET_TIMERSLACK, 1UL);
-  long long next = now_ns() + interval, prev_t0 = 0;
+  long long next = now_ns() + interval, prev_t0 = 0, cpu0 = 0, in_tick = 0;
   for (long it = -1; it < iters; ++it) {
+    if (it == 0) cpu0 = cpu_ns(); /* after the warm-up iteration's wake-up, as the sampler's window starts */
     if (interval > 0) {
       struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
       while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
@@ -77,6 +94,7 @@ int main(int argc, char** argv) {
     }
     long long t1 = now_ns();
     if (it >= 0) {
+      in_tick += t1 - t0;
       cost[it] = t1 - t0;
       period[it] = it > 0 ? t0 - prev_t0 : 0;
     }
@@ -85,6 +103,10 @@ int main(int argc, char** argv) {
       next += interval;
       if (t1 >= next) next += ((t1 - next) / interval + 1) * interval; /* skip missed deadlines, no burst */
     }
+  }
+  if (summary) {
+    printf("%ld %lld %lld\n", iters, cpu_ns() - cpu0, in_tick);
+    return 0;
   }
   for (long it = 0; it < iters; ++it) {
     if (interval > 0) printf("%lld %lld\n", cost[it], period[it]);

@@ -1,0 +1,284 @@
+"""Benchmark section "paced": what the sampling thread costs at 1 kHz, against a paced C floor, and where it goes.
+
+The price a user pays is the sampling thread's CPU time per sample while it runs paced at 1 kHz: a wake-up per
+deadline, cold caches, then the reads. It is measured as the thread's ``sum_exec_runtime`` (the first field of
+``/proc/self/task/TID/schedstat``) over a window, divided by the rows it took, and compared with a C loop that
+only preads the same files at the same deadlines (benchmarks/floor.c -p -s: its own CLOCK_THREAD_CPUTIME_ID, the
+same quantity). Floor and sampler windows alternate (A B A B ...) so that machine load shifts both alike; the
+ratio is taken per pair.
+
+The files of the floor are the ones the sampler holds open (read from /proc/self/fd before and after it is made),
+each read as the sampler reads it (to EOF for the record-based diskstats, net/dev and vmstat). Sources that open
+files per tick (the process tree's children) are not in the floor: their ratio says so.
+
+Breakdown, always: the thread's time outside its ticks (wake-up and sleep: scheduler, timer, futex) against the
+floor's, and its time inside them (reads, parse, derive, ring) against the floor's preads. With ``perf`` on PATH
+(and permission), also a sampled profile (cpu-clock) of the thread and of the floor: the difference per symbol in
+µs per sample, so each optimisation can be aimed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bench_util import dist, fmt, table, _flags, Floor
+
+INTERVAL_NS = 1_000_000
+RECORD_BASED = ("/diskstats", "/net/dev", "/vmstat")  # seq files that hand out a page per read: read to EOF
+
+SETS = (
+    ("default set", "Sampler() defaults: cpu, memory, disk, net", _flags(cpu=True, memory=True, disk=True, net=True)),
+    ("host set", "cpu + per-cpu, memory, disk, net, load",
+     _flags(cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True)),
+    ("--all", "every /proc source: + process, process_tree, pressure, cgroup, vmstat",
+     _flags(cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True, process=True, process_tree=True,
+            pressure=True, cgroup=True, vmstat=True)),
+)
+
+
+def _open_files() -> Dict[str, str]:
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
+def _threads(name: str = "sysprof") -> set:
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    out.add(tid)
+        except OSError:
+            pass
+    return out
+
+
+def _cpu_ns(tid: str) -> int:
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def held_files(sysprof, flags) -> List[Tuple[str, str]]:
+    """(path, floor mode) of the /proc and /sys files a sampler with ``flags`` holds open."""
+    before = _open_files()
+    s = sysprof.Sampler(interval=1e-3, **flags)
+    after = _open_files()
+    del s
+    mine = f"/proc/{os.getpid()}/"
+    # Each file is held twice (the thread's sources and sample()'s); this process's own files are read by the
+    # floor as its own (/proc/self: the same kernel work).
+    paths = sorted({p.removesuffix(" (deleted)").replace(mine, "/proc/self/", 1) for fd, p in after.items()
+                    if fd not in before and p.startswith(("/proc/", "/sys/"))})
+    return [(p, "e" if p.endswith(RECORD_BASED) else "1") for p in paths]
+
+
+def sampler_window(sysprof, flags, seconds: float) -> Optional[Dict[str, float]]:
+    """The thread's CPU and in-tick time per sample over ``seconds`` at 1 kHz, with the default capacity."""
+    s = sysprof.Sampler(interval=1e-3, **flags)
+    known = _threads()
+    s.start()
+    try:
+        time.sleep(0.2)  # the first rows and the thread's start-up are not in the window
+        new = _threads() - known
+        if len(new) != 1:
+            return None
+        tid = new.pop()
+        st0, c0 = s.stats, _cpu_ns(tid)
+        time.sleep(seconds)
+        c1, st1 = _cpu_ns(tid), s.stats
+    finally:
+        s.stop()
+        s.drain()
+    n = st1["taken"] - st0["taken"]
+    if n <= 0:
+        return None
+    in_tick = st1["sample_ns_mean"] * st1["taken"] - st0["sample_ns_mean"] * st0["taken"]
+    return {"cpu_ns": (c1 - c0) / n, "in_tick_ns": in_tick / n, "samples": n,
+            "missed": st1["missed_deadlines"] - st0["missed_deadlines"]}
+
+
+def floor_window(floor: Floor, files, seconds: float) -> Optional[Dict[str, float]]:
+    if floor.error or not files:
+        return None
+    iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
+    r = subprocess.run([floor.exe, "-p", str(INTERVAL_NS), "-s", str(iters), *(f"{p}:{m}" for p, m in files)],
+                       capture_output=True, text=True, check=True)
+    n, cpu, in_tick = (int(x) for x in r.stdout.split())
+    return {"cpu_ns": cpu / n, "in_tick_ns": in_tick / n, "samples": n}
+
+
+# ------------------------------------------------------------------------------------------------
+# perf: where the time goes, symbol by symbol
+# ------------------------------------------------------------------------------------------------
+
+PERF_PERIOD_NS = 40_000  # one cpu-clock sample per 40 µs of CPU: denser sampling inflates what it measures
+
+
+def _perf_report(data: str) -> Dict[str, int]:
+    r = subprocess.run(["perf", "report", "-i", data, "-n", "--sort", "dso,sym", "--stdio", "-q"],
+                       capture_output=True, text=True, timeout=120)
+    out: Dict[str, int] = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) < 4 or not parts[0].endswith("%"):
+            continue
+        try:
+            n = int(parts[1])
+        except ValueError:
+            continue
+        dso, sym = parts[2], " ".join(parts[4:]) if parts[3] in ("[k]", "[.]") else " ".join(parts[3:])
+        dso = "kernel" if "kernel" in dso else os.path.basename(dso).split(".cpython")[0].split(".so")[0]
+        sym = "(stripped build: no symbols)" if sym.startswith("0x") else sym.split('<')[0].split('(')[0][:60]
+        key = f"{dso}:{sym}"
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def perf_breakdown(sysprof, floor: Floor, flags, files, seconds: float, thread_us: float, floor_us: float) -> Dict[str, Any]:
+    """Sampled profiles of the sampling thread and of the floor over the same time: µs per sample per symbol, each
+    profile's shares applied to the CPU per sample measured without perf (``thread_us``, ``floor_us``)."""
+    if shutil.which("perf") is None:
+        return {"error": "perf not on PATH (linux-perf / linux-tools)"}
+    if floor.error:
+        return {"error": f"floor unavailable: {floor.error}"}
+    tmp = tempfile.mkdtemp(prefix="sysprof-perf-")
+    try:
+        s = sysprof.Sampler(interval=1e-3, **flags)
+        known = _threads()
+        s.start()
+        try:
+            time.sleep(0.2)
+            tid = (_threads() - known).pop()
+            n0 = s.stats["taken"]
+            r = subprocess.run(["perf", "record", "-q", "-o", f"{tmp}/thread.data", "-t", tid, "-e", "cpu-clock",
+                                "-c", str(PERF_PERIOD_NS), "--", "sleep", str(seconds)],
+                               capture_output=True, text=True, timeout=seconds + 60)
+            n_thread = s.stats["taken"] - n0
+        finally:
+            s.stop()
+            s.drain()
+        if r.returncode != 0:
+            return {"error": f"perf record failed: {r.stderr.strip()[-300:]}"}
+        iters = int(seconds * 1e9 / INTERVAL_NS)
+        subprocess.run(["perf", "record", "-q", "-o", f"{tmp}/floor.data", "-e", "cpu-clock", "-c",
+                        str(PERF_PERIOD_NS), "--", floor.exe, "-p", str(INTERVAL_NS), "-s", str(iters),
+                        *(f"{p}:{m}" for p, m in files)], capture_output=True, text=True, timeout=seconds + 60)
+        th, fl = _perf_report(f"{tmp}/thread.data"), _perf_report(f"{tmp}/floor.data")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def per(counts: Dict[str, int], us_per_sample: float) -> Dict[str, float]:
+        total = sum(counts.values()) or 1  # perf's samples are shares; the clean measurement gives the scale
+        return {k: v / total * us_per_sample for k, v in counts.items()}
+
+    th_us, fl_us = per(th, thread_us), per(fl, floor_us)
+    by_dso: Dict[str, List[float]] = {}
+    for k in set(th_us) | set(fl_us):
+        d = k.split(":", 1)[0]
+        d = d if d in ("kernel", "_native") else ("libc" if d.startswith("libc") else "other")
+        acc = by_dso.setdefault(d, [0.0, 0.0])
+        acc[0] += th_us.get(k, 0.0)
+        acc[1] += fl_us.get(k, 0.0)
+    diff = sorted(((th_us.get(k, 0.0) - fl_us.get(k, 0.0), k) for k in set(th_us) | set(fl_us)), reverse=True)
+    return {"method": f"perf record -e cpu-clock -c {PERF_PERIOD_NS} of the thread (-t TID) and of the paced floor, "
+                      f"{seconds:g} s each; each profile's shares applied to the median CPU per sample measured above "
+                      "without perf",
+            "thread_samples": n_thread, "floor_iterations": iters,
+            "by_dso_us": {k: {"thread": v[0], "floor": v[1]} for k, v in sorted(by_dso.items())},
+            "top_extra_us": [{"symbol": k, "extra_us": d, "thread_us": th_us.get(k, 0.0),
+                              "floor_us": fl_us.get(k, 0.0)} for d, k in diff[:12]],
+            "top_saved_us": [{"symbol": k, "extra_us": d} for d, k in diff[-4:]]}
+
+
+# ------------------------------------------------------------------------------------------------
+# the section
+# ------------------------------------------------------------------------------------------------
+
+def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
+    pairs, seconds, perf_seconds = cfg["paced"]
+    out: Dict[str, Any] = {
+        "method": ("thread CPU per sample at 1 kHz: sum_exec_runtime of the sampling thread (schedstat) over a "
+                   f"{seconds:g} s window / rows taken, default capacity; floor: benchmarks/floor.c -p -s, a C "
+                   "thread that only preads the same held files at the same 1 ms absolute deadlines, its "
+                   "CLOCK_THREAD_CPUTIME_ID over the same number of iterations; windows interleaved (floor, "
+                   "sampler, sampler, floor, ...), ratio per pair"),
+        "pairs": pairs, "window_seconds": seconds, "floor_error": floor.error, "sets": {}}
+    for name, desc, flags in SETS:
+        files = held_files(sysprof, flags)
+        rows = []
+        for i in range(pairs):
+            order = ("floor", "sampler") if i % 2 == 0 else ("sampler", "floor")
+            got = {}
+            for who in order:
+                got[who] = (floor_window(floor, files, seconds) if who == "floor"
+                            else sampler_window(sysprof, flags, seconds))
+            rows.append(got)
+        ok = [r for r in rows if r["floor"] and r["sampler"]]
+        s_cpu = [r["sampler"]["cpu_ns"] / 1e3 for r in ok]
+        f_cpu = [r["floor"]["cpu_ns"] / 1e3 for r in ok]
+        s_in = [r["sampler"]["in_tick_ns"] / 1e3 for r in ok]
+        f_in = [r["floor"]["in_tick_ns"] / 1e3 for r in ok]
+        out["sets"][name] = {
+            "description": desc, "files": [p for p, _ in files],
+            "complete_floor": name != "--all",
+            "thread_cpu_us": dist(s_cpu, "us"), "floor_cpu_us": dist(f_cpu, "us"),
+            "ratio": dist([a / b for a, b in zip(s_cpu, f_cpu)], "x"),
+            "thread_in_tick_us": dist(s_in, "us"), "floor_in_tick_us": dist(f_in, "us"),
+            "thread_outside_tick_us": dist([a - b for a, b in zip(s_cpu, s_in)], "us"),
+            "floor_outside_tick_us": dist([a - b for a, b in zip(f_cpu, f_in)], "us"),
+            "thread_core_percent_at_1khz": dist([a / 10 for a in s_cpu], "%"),
+            "missed_deadlines": sum(r["sampler"]["missed"] for r in ok),
+        }
+    if perf_seconds:
+        flags = SETS[0][2]
+        d = out["sets"][SETS[0][0]]
+        out["perf"] = perf_breakdown(sysprof, floor, flags, held_files(sysprof, flags), perf_seconds,
+                                     d["thread_cpu_us"]["median"] or 0.0, d["floor_cpu_us"]["median"] or 0.0)
+    ctx["paced_ratio_default_set"] = out["sets"]["default set"]["ratio"].get("median")
+    return out
+
+
+def _m(d: Dict[str, Any]) -> str:
+    if not d or not d.get("n"):
+        return "n/a"
+    return f"{fmt(d['median'])} [{fmt(d['p25'])}–{fmt(d['p75'])}]"
+
+
+def print_paced(res) -> str:
+    rows = []
+    for name, r in res["sets"].items():
+        rows.append([name, len(r["files"]), _m(r["thread_cpu_us"]), _m(r["floor_cpu_us"]),
+                     _m(r["ratio"]) + ("" if r["complete_floor"] else " (floor: held files only)"),
+                     f"{_m(r['thread_outside_tick_us'])} / {_m(r['floor_outside_tick_us'])}",
+                     f"{_m(r['thread_in_tick_us'])} / {_m(r['floor_in_tick_us'])}",
+                     _m(r["thread_core_percent_at_1khz"]), r["missed_deadlines"]])
+    text = ("## Paced cost at 1 kHz (thread CPU per sample, µs: median [IQR])\n\n"
+            + table(["set", "files", "thread CPU", "paced floor CPU", "thread / floor",
+                     "outside ticks: thread / floor", "inside ticks: thread / floor", "% of a core",
+                     "missed"], rows)
+            + f"\n\n{res['method']}; n = {res['pairs']} pairs per set."
+            + (f"\nfloor: not available ({res['floor_error']})" if res["floor_error"] else "") + "\n")
+    p = res.get("perf")
+    if p and "error" in p:
+        text += f"\nperf breakdown: {p['error']}\n"
+    elif p:
+        text += ("\n### Where the default set's time goes (perf, µs per sample)\n\n"
+                 + table(["part", "thread", "floor", "extra"],
+                         [[k, fmt(v["thread"]), fmt(v["floor"]), fmt(v["thread"] - v["floor"])]
+                          for k, v in p["by_dso_us"].items()])
+                 + "\n\n" + table(["symbol (thread − floor)", "extra µs", "thread µs", "floor µs"],
+                                  [[x["symbol"], fmt(x["extra_us"]), fmt(x["thread_us"]), fmt(x["floor_us"])]
+                                   for x in p["top_extra_us"]])
+                 + f"\n\n{p['method']}\n")
+    return text
