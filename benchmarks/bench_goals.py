@@ -35,6 +35,17 @@ def goals(results) -> List[Dict[str, Any]]:
                 f"native {fmt(r['native_sample']['median'])} µs (p99 {fmt(r['native_sample']['p99'])}, "
                 f"n={r['native_sample']['n']}); psutil is {fmt(pf)} × the floor here, the most any reader of "
                 f"these files can gain")
+    p = results.get("paced")
+    if p and "sets" in p:
+        for set_name, r in p["sets"].items():
+            d = r["ratio"]
+            if set_name == "--all":  # reported, not a goal: its process tree opens files per tick
+                continue
+            add(f"paced thread CPU ≤ 1.1 × paced floor ({set_name}, 1 kHz)", "≤ 1.1", d.get("median"),
+                None if d.get("median") is None else d["median"] <= 1.1,
+                f"thread {fmt(r['thread_cpu_us']['median'])} µs vs floor {fmt(r['floor_cpu_us']['median'])} µs per "
+                f"sample (medians of {d['n']} interleaved pairs; ratio IQR {fmt(d['p25'])}–{fmt(d['p75'])}); "
+                f"{fmt(r['thread_core_percent_at_1khz']['median'])} % of a core")
     i = results.get("interference")
     if i and "configs" in i:
         r = i["configs"]["sysprof@1000"]
@@ -87,6 +98,12 @@ def goals(results) -> List[Dict[str, Any]]:
         add("memory: no RSS growth beyond ring + output", f"≤ {mem['allowed_growth_bytes']} B", gb,
             gb is not None and gb <= mem["allowed_growth_bytes"],
             f"{mem['samples_drained']:,} samples (target {mem['target_samples']:,}); growth {gb} B from 10^3")
+    dm = (mem or {}).get("default_sampler")
+    if dm:
+        peak = dm["peak_growth_bytes"]
+        add("default Sampler() ≤ 8 MB at 1 kHz (host set)", "≤ 8 MB", peak / 1e6, peak <= 8e6,
+            f"peak RSS growth {peak / 2**20:.2f} MiB over {dm['seconds']:g} s ({dm['capacity_rows']} rows x "
+            f"{dm['channels']} channels); dropped {dm['dropped']}")
     w = results.get("writer")
     if w and w.get("available"):
         for label, r in w["modes"].items():

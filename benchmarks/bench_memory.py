@@ -36,8 +36,44 @@ def _trace_bytes(rows_ts, values, channels, tmp: str) -> Dict[str, Any]:
     return {"available": True, "channels": len(channels), "files": out}
 
 
+HOST_SET = _flags(cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True)
+
+
+def default_sampler_memory(sysprof, seconds: float, drain_every: float = 0.5) -> Dict[str, Any]:
+    """RSS of a default ``Sampler()`` (default capacity) with the host set at 1 kHz over ``seconds``, drained every
+    ``drain_every`` s with the batches dropped: the memory a user's default sampler holds."""
+    gc.collect()
+    before = rss_bytes()
+    s = sysprof.Sampler(interval=1e-3, **HOST_SET)
+    constructed = rss_bytes()
+    width, capacity = len(s.channels), s.capacity
+    marks = [m for m in (1, 5, 10, 20, 30, 45, 60, 90, 120) if m <= seconds]
+    at: Dict[str, int] = {}
+    peak = constructed
+    s.start()
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < seconds:
+            time.sleep(drain_every)
+            s.drain()  # the batch is dropped at once
+            peak = max(peak, rss_bytes())
+            while marks and time.monotonic() - t0 >= marks[0]:
+                at[str(marks.pop(0))] = rss_bytes() - before
+    finally:
+        s.stop()
+    st = s.stats
+    s.drain()
+    return {"seconds": seconds, "channels": width, "capacity_rows": capacity,
+            "ring_bytes": capacity * 8 * (1 + width), "rss_before_bytes": before,
+            "growth_at_construction_bytes": constructed - before, "growth_by_second_bytes": at,
+            "peak_growth_bytes": peak - before, "taken": st["taken"], "dropped": st["dropped"],
+            "method": f"Sampler(interval=1e-3) with the host set ({width} channels) and the default capacity "
+                      f"({capacity} rows), drained every {drain_every:g} s (batches dropped) for {seconds:g} s; "
+                      "growth = RSS (/proc/self/statm) minus RSS before construction; peak over the drains"}
+
+
 def bench_memory(cfg, sysprof, ctx) -> Dict[str, Any]:
-    target, time_limit = cfg["memory"]
+    target, time_limit, default_seconds = cfg["memory"]
     capacity = 16384
     flags = _flags(load=True)
     s = sysprof.Sampler(interval=5e-6, capacity=capacity, **flags)
@@ -75,6 +111,7 @@ def bench_memory(cfg, sysprof, ctx) -> Dict[str, Any]:
            "method": f"sampler of load/* ({width} channels) at 5 µs, drained every 10 ms and the batches dropped; "
                      "RSS from /proc/self/statm when the drained count first reaches each checkpoint; growth = "
                      "RSS at the last checkpoint - RSS at 10^3; allowed = ring bytes + largest batch"}
+    res["default_sampler"] = default_sampler_memory(sysprof, default_seconds)
     tb = ctx.get("timing_batch")
     if tb is not None:
         tmp = tempfile.mkdtemp(prefix="sysprof-bench-")
@@ -95,6 +132,14 @@ def print_memory(res) -> str:
              f"largest batch {res['largest_batch_bytes'] / 1024:.0f} KiB); dropped {res['dropped']}\n"
              f"ring bytes/sample: {res['ring_bytes_per_sample']} ({res['channels']} channels); host set: "
              f"{res['ring_bytes_per_sample_host_set']}\n")
+    d = res.get("default_sampler")
+    if d:
+        out += ("\n" + table(["default Sampler(), host set, 1 kHz: s", *d["growth_by_second_bytes"]],
+                              [["RSS growth MiB", *(f"{v / 2**20:.2f}" for v in d["growth_by_second_bytes"].values())]])
+                + f"\n\npeak growth {d['peak_growth_bytes'] / 2**20:.2f} MiB (at construction "
+                  f"{d['growth_at_construction_bytes'] / 2**20:.2f} MiB; ring {d['ring_bytes'] / 2**20:.2f} MiB = "
+                  f"{d['capacity_rows']} rows x {d['channels']} channels); taken {d['taken']}, dropped {d['dropped']}. "
+                  f"{d['method']}\n")
     tr = res.get("trace")
     if tr and tr.get("available"):
         out += "\n" + table(["trace file (host set, " + str(tr["channels"]) + " channels)", "bytes/sample", "n"],

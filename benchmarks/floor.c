@@ -2,7 +2,8 @@
  *
  * usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE [FILE:MODE ...]
  *   MODE "1": one pread at offset 0 (single_open seq files: /proc/stat, meminfo, loadavg, <pid>/stat)
- *   MODE "e": pread until EOF (record seq files: /proc/diskstats, /proc/net/dev)
+ *   MODE "e": pread until EOF (record seq files: /proc/diskstats, /proc/net/dev, /proc/vmstat), a read shorter
+ *             than 4096 - 512 bytes being the end, as for sysprof's reader (csrc/io/proc_file.hpp, kSeqShortRead)
  * Files are opened once and re-read from offset 0 each iteration into a 64 KiB buffer, as sysprof's
  * native reader does; nothing is parsed. Prints one line per iteration: the iteration's cost in ns
  * (CLOCK_MONOTONIC), after one untimed warm-up iteration.
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
         ssize_t n = pread(fds[i], buf + off, BUF - off, (off_t)off);
         if (n <= 0) break;
         off += (size_t)n;
-        if (!until_eof[i] || off >= BUF) break;
+        if (!until_eof[i] || off >= BUF || n < 4096 - 512) break;
       }
       sink += off;
     }

@@ -8,11 +8,14 @@ Sections (issue 6):
   1 cost         per-sample cost per source and for the host set: native Sampler.sample() from Python (minus
                  the measured cost of an empty native call), the sampling thread's own cost, psutil reading the
                  same metrics, and the floor (a C loop that only preads the same /proc files)
+    paced        the sampling thread's CPU per sample at 1 kHz against a paced C floor of the same files (issue 11),
+                 interleaved pairs, with the breakdown (in/out of ticks; perf where available)
   2 interference a fixed pure-Python compute loop alone vs while sampling at 100 Hz, 1 kHz, 10 kHz, sysprof
                  and the seed's design (psutil in a Python thread with time.sleep); samples taken vs asked
   3 timing       |period - interval| at 1 kHz from drained timestamps (idle main thread, and busy from 2)
   4 marker       benchmarks/marker_bench.py when present
-  5 memory       RSS after 10^6 samples drained in batches vs after 10^3; bytes per sample in ring and trace
+  5 memory       RSS after 10^6 samples drained in batches vs after 10^3; bytes per sample in ring and trace;
+                 a default Sampler() with the host set at 1 kHz over 60 s
   6 scaling      cost per sample on synthetic /proc trees with 2..1024 CPUs, 1..256 disks, 1..256 NICs
   7 writer       drained batches -> trace events -> file: samples/s and bytes/s
 
@@ -39,6 +42,7 @@ if HERE not in sys.path:  # run as a script (``sysprof bench`` runs this file): 
 
 from bench_util import NO_SOURCES, Floor  # noqa: E402
 from bench_cost import bench_cost, print_cost  # noqa: E402
+from bench_paced import bench_paced, print_paced  # noqa: E402
 from bench_interference import bench_interference, bench_timing, print_interference, print_timing  # noqa: E402
 from bench_markers import bench_marker, print_marker  # noqa: E402
 from bench_memory import bench_memory, bench_scaling, print_memory, print_scaling  # noqa: E402
@@ -46,7 +50,7 @@ from bench_writer import bench_writer, print_writer  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
-SECTIONS = ("cost", "interference", "timing", "marker", "memory", "scaling", "writer")
+SECTIONS = ("cost", "paced", "interference", "timing", "marker", "memory", "scaling", "writer")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -56,11 +60,11 @@ SECTIONS = ("cost", "interference", "timing", "marker", "memory", "scaling", "wr
 def config(quick: bool) -> Dict[str, Any]:
     if quick:
         return {"cost": (2, 300, 60, 300, 0.2), "interference": (7, 0.1), "timing": 1.0,
-                "memory": (100_000, 8.0),
+                "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
                 "marker": (20_000, 1)}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (15, 0.25), "timing": 5.0,
-            "memory": (1_000_000, 45.0),
+            "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3)}
@@ -124,8 +128,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     t_start = time.perf_counter()
     results: Dict[str, Any] = {}
     ctx: Dict[str, Any] = {}
-    printers = {"cost": print_cost, "interference": print_interference, "timing": print_timing,
-                "marker": print_marker, "memory": print_memory, "scaling": print_scaling, "writer": print_writer}
+    printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
+                "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
+                "writer": print_writer}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -134,32 +139,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         floor = Floor(tmp)
         # Order matters: interference fills ctx for timing (busy periods); timing fills the batch for memory and writer.
-        order = [s for s in ("cost", "interference", "timing", "marker", "memory", "scaling", "writer") if s in wanted]
+        runners = {"cost": lambda: bench_cost(cfg, sysprof, floor, ctx),
+                   "paced": lambda: bench_paced(cfg, sysprof, floor, ctx),
+                   "interference": lambda: bench_interference(cfg, sysprof, floor, ctx),
+                   "timing": lambda: bench_timing(cfg, sysprof, floor, ctx),
+                   "marker": lambda: bench_marker(cfg, args.quick),
+                   "memory": lambda: bench_memory(cfg, sysprof, ctx),
+                   "scaling": lambda: bench_scaling(cfg, sysprof, ctx),
+                   "writer": lambda: bench_writer(cfg, sysprof, ctx)}
+        native_only = ("cost", "paced", "scaling")
+        order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:
             order.insert(0, "timing")  # they need its batch
         for name in order:
             t0 = time.perf_counter()
             b0 = _busy_ticks()
             print(f"[bench] {name} ...", file=sys.stderr, flush=True)
-            if backend != "native" and name in ("cost", "scaling"):
+            if backend != "native" and name in native_only:
                 results[name] = {"available": False, "reason": f"needs the native backend (have {backend})"}
-            elif name == "cost":
-                results[name] = bench_cost(cfg, sysprof, floor, ctx)
-            elif name == "interference":
-                results[name] = bench_interference(cfg, sysprof, floor, ctx)
-            elif name == "timing":
-                results[name] = bench_timing(cfg, sysprof, floor, ctx)
-            elif name == "marker":
-                results[name] = bench_marker(cfg, args.quick)
-            elif name == "memory":
-                results[name] = bench_memory(cfg, sysprof, ctx)
-            elif name == "scaling":
-                results[name] = bench_scaling(cfg, sysprof, ctx)
-            elif name == "writer":
-                results[name] = bench_writer(cfg, sysprof, ctx)
+            else:
+                results[name] = runners[name]()
             results[name]["seconds"] = time.perf_counter() - t0
             results[name]["background_load"] = background_load(b0, _busy_ticks())
-            if results[name].get("available") is False and name in ("cost", "scaling"):
+            if results[name].get("available") is False and name in native_only:
                 text.append(f"## {name}\n\nnot available: {results[name]['reason']}\n")
             else:
                 text.append(printers[name](results[name]))

@@ -68,10 +68,12 @@ PYBIND11_MODULE(_native, m) {
 
   py::class_<Sampler>(m, "NativeSampler")
       .def(py::init([](int64_t interval_ns, size_t capacity, std::vector<std::string> sources,
-                       std::vector<std::string> options, int64_t pid, std::string proc_root, std::string sys_root) {
+                       std::vector<std::string> options, int64_t pid, std::string proc_root, std::string sys_root,
+                       size_t max_ring_bytes) {
              Config c;
              c.interval_ns = interval_ns;
              c.capacity = capacity;
+             c.max_ring_bytes = max_ring_bytes;
              c.sources = std::move(sources);
              c.options = std::move(options);
              c.pid = pid;
@@ -81,11 +83,12 @@ PYBIND11_MODULE(_native, m) {
            }),
            py::arg("interval_ns"), py::arg("capacity"), py::arg("sources"),
            py::arg("options") = std::vector<std::string>(), py::arg("pid") = -1, py::arg("proc_root") = "/proc",
-           py::arg("sys_root") = "/sys")
+           py::arg("sys_root") = "/sys", py::arg("max_ring_bytes") = 0)
       .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
       .def_property_readonly("errors", &Sampler::errors)
       .def_property_readonly("devices", &Sampler::devices)
       .def_property_readonly("running", &Sampler::running)
+      .def_property_readonly("capacity", &Sampler::capacity)
       .def_property_readonly("inherited", &Sampler::inherited)
       .def("start", [](Sampler& s) { without_gil([&s] { s.start(); }); })
       .def("stop", [](Sampler& s) { without_gil([&s] { s.stop(); }); })

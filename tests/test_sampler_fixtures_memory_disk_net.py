@@ -333,3 +333,40 @@ def test_net_malformed_lines_skipped(tmp_path):
     exact("net/eth0/packets_recv", row["net/eth0/packets_recv"], 60)
     exact("net/eth0/bytes_sent", row["net/eth0/bytes_sent"], 7000)
     exact("net/eth0/packets_sent", row["net/eth0/packets_sent"], 80)
+
+
+def test_disk_unchanged_lines_gone_and_back(tmp_path):
+    # An idle device prints the same bytes each read (sysprof then skips its parse: file_source.hpp); the values
+    # must be those of a parse: totals unchanged, rates exactly 0; a device that leaves reads NaN, and one that
+    # returns with the very line it had is re-primed (no rate on its first line back), then counts on.
+    tree = Tree("disk_wrap", tmp_path)
+    s, built = open_sampler(tree, disk=True)
+    sda = "   8       0 sda 10 0 80 1 10 0 80 1 0 2 2\n"
+    sdb = "   8      16 sdb 4294967000 0 4294967290 100 5000000000 0 6000000000 200 0 4294967295 0\n"
+    sdb2 = "   8      16 sdb 4294967100 0 4294967290 100 5000000000 0 6000000000 200 0 4294967295 0\n"
+    row, t1 = take(s)  # the file as at construction: every line unchanged
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967000)
+    exact("disk/sda/read_bytes", row["disk/sda/read_bytes"], 80 * 512)
+    for dev in ("sda", "sdb"):
+        for x in ("read_bytes_per_second", "write_bytes_per_second", "read_count_per_second",
+                  "write_count_per_second", "busy_time_seconds_per_second"):
+            check_rate(f"disk/{dev}/{x}", row[f"disk/{dev}/{x}"], 0, built, t1)
+    tree.write("diskstats", sda)  # sdb leaves
+    row, t2 = take(s)
+    for x in DISK_SUFFIXES:
+        nan(f"disk/sdb/{x}", row[f"disk/sdb/{x}"])
+    exact("disk/sda/read_count", row["disk/sda/read_count"], 10)
+    tree.write("diskstats", sda + sdb)  # sdb returns with the line it had
+    row, t3 = take(s)
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967000)
+    exact("disk/sdb/busy_time_seconds", row["disk/sdb/busy_time_seconds"], 4294967295 / 1000)
+    nan("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"])  # re-primed: no rate yet
+    check_rate("disk/sda/read_count_per_second", row["disk/sda/read_count_per_second"], 0, t2, t3)
+    tree.write("diskstats", sda + sdb2)  # reads +100
+    row, t4 = take(s)
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967100)
+    check_rate("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"], 100, t3, t4)
+    tree.write("diskstats", sda + sdb2)  # unchanged again
+    row, t5 = take(s)
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967100)
+    check_rate("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"], 0, t4, t5)

@@ -9,7 +9,12 @@
 #include <stdexcept>
 #include <pthread.h>
 #ifdef __linux__
+#include <cerrno>
+#include <climits>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace sysprof {
@@ -225,7 +230,7 @@ void Sampler::start() {
     if (!core_->done)
       throw std::runtime_error(
           "the sampling thread abandoned by stop() is still blocked in a source call; see errors");
-    core_->stop = false;
+    core_->stop.store(0, std::memory_order_relaxed);
     core_->done = false;
   }
   std::shared_ptr<Core> core = core_;
@@ -261,11 +266,7 @@ void Sampler::stop() {
   if (!thread_) return;
   running_.store(false, std::memory_order_release);
   Core& c = *core_;
-  {
-    std::lock_guard<std::mutex> g(c.mu);
-    c.stop = true;
-  }
-  c.cv.notify_all();
+  wake(c);
   c.collector.shutdown();  // e.g. NVML skips the devices left in this tick
   bool done;
   {
@@ -311,6 +312,47 @@ Sampler::Stats Sampler::stats() const {
                c.cost.max()};
 }
 
+void Sampler::wake(Core& c) {
+#ifdef __linux__
+  c.stop.store(1, std::memory_order_release);
+  syscall(SYS_futex, &c.stop, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, nullptr, nullptr, 0);
+#else
+  {
+    std::lock_guard<std::mutex> g(c.mu);  // the sleeper checks stop under mu: no lost wake-up
+    c.stop.store(1, std::memory_order_release);
+  }
+  c.cv.notify_all();
+#endif
+}
+
+bool Sampler::sleep_until(Core& c, int64_t deadline_ns) {
+#ifdef __linux__
+  static_assert(sizeof(c.stop) == 4 && std::atomic<uint32_t>::is_always_lock_free, "a futex is a plain 32-bit word");
+  // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC timeout: the same clock as the deadlines, so the
+  // period does not drift. It returns at once if stop is already set (EAGAIN), on wake() (0) and at the
+  // deadline (ETIMEDOUT); anything else (EINTR, a spurious return) goes round again to the same deadline.
+  timespec ts{time_t(deadline_ns / 1000000000), long(deadline_ns % 1000000000)};
+  for (;;) {
+    if (c.stop.load(std::memory_order_acquire)) return true;
+    long r = syscall(SYS_futex, &c.stop, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, &ts, nullptr,
+                     FUTEX_BITSET_MATCH_ANY);
+    if (r != 0 && errno == ETIMEDOUT) return c.stop.load(std::memory_order_acquire) != 0;
+    if (r != 0 && errno != EAGAIN && errno != EINTR) {  // no futex (a seccomp filter): 10 ms naps
+      for (int64_t now; !c.stop.load(std::memory_order_acquire) && (now = mono_now_ns()) < deadline_ns;) {
+        int64_t until = std::min(deadline_ns, now + 10000000);
+        timespec nap{time_t(until / 1000000000), long(until % 1000000000)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &nap, nullptr);
+      }
+      return c.stop.load(std::memory_order_acquire) != 0;
+    }
+  }
+#else
+  std::unique_lock<std::mutex> lk(c.mu);
+  auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline_ns));
+  return c.cv.wait_until(lk, deadline, [&c] { return c.stop.load(std::memory_order_acquire) != 0; });
+#endif
+}
+
 void Sampler::run(Core& c) {
 #ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
@@ -320,13 +362,9 @@ void Sampler::run(Core& c) {
   // The first deadline is now: a row at start, whose rates cover the time since construction (or
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
   int64_t next = mono_now_ns(), last = 0;
-  std::unique_lock<std::mutex> lk(c.mu, std::defer_lock);
   for (;;) {
-    lk.lock();
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
-    auto deadline = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(next));
-    bool stopping = c.cv.wait_until(lk, deadline, [&c] { return c.stop; });
-    lk.unlock();
+    bool stopping = sleep_until(c, next);
     int64_t t0 = mono_now_ns();
     if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
     int64_t wall = wall_now_ns();

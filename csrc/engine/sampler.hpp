@@ -1,5 +1,6 @@
 // The sampling engine: sources -> row -> ring, on one background thread that never touches Python.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -113,6 +114,7 @@ class Sampler {
   // Thread-safe: concurrent callers are serialized.
   size_t drain(size_t max_rows, int64_t* ts, double* values);
   size_t buffered() const { return inherited() ? 0 : size_t(core_->ring.counts().buffered); }
+  size_t capacity() const { return core_->ring.capacity(); }
 
   struct Stats {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
@@ -125,21 +127,33 @@ class Sampler {
   // stop() (stuck in a driver call) keeps it alive, and releases it, with its sources, on return.
   struct Core {
     Core(const Config& c, std::vector<std::string>& channels)
-        : cfg(c), collector(cfg, channels, log), ring(c.capacity, collector.width()), row(collector.width()) {}
+        : cfg(c), collector(cfg, channels, log), ring(ring_rows(c, collector.width()), collector.width()),
+          row(collector.width()) {}
+    // cfg.capacity rows, or fewer where they would take more than cfg.max_ring_bytes (never under 2).
+    static size_t ring_rows(const Config& c, size_t width) {
+      if (!c.max_ring_bytes) return c.capacity;
+      size_t fit = c.max_ring_bytes / ((width + 1) * sizeof(double));
+      return std::max<size_t>(2, std::min(c.capacity, fit));
+    }
     Config cfg;
     ErrorLog log;
     Collector collector;  // used by the thread only, while it runs
     Ring ring;
     std::vector<double> row;
-    std::mutex mu;  // guards stop and done
-    std::condition_variable cv;  // wakes the sleeping thread on stop
+    std::mutex mu;  // guards done (and, off Linux, the sleep on cv)
+    std::condition_variable cv;  // off Linux: wakes the sleeping thread on stop
     std::condition_variable done_cv;  // the thread has returned from run()
-    bool stop = false;
+    // Non-zero: stop. A 32-bit word so that the thread can sleep on it (Linux: one futex syscall per tick
+    // that both times out at the deadline and wakes on stop; no mutex on the sampling path).
+    std::atomic<uint32_t> stop{0};
     bool done = true;
     std::atomic<uint64_t> missed{0};
     CostHistogram cost;
   };
   static void run(Core& c);
+  // Sleeps until the absolute CLOCK_MONOTONIC time deadline_ns or stop; true when stopping.
+  static bool sleep_until(Core& c, int64_t deadline_ns);
+  static void wake(Core& c);
 
   std::vector<std::string> channels_;
   std::shared_ptr<Core> core_;

@@ -74,7 +74,8 @@ bool ProcFile::read(std::string& err) {
       }
       buf_.resize(std::min(buf_.size() * 2, kMaxFileBytes));
     }
-    ssize_t n = ::pread(fd_, buf_.data() + off, buf_.size() - off, off_t(off));
+    size_t want = buf_.size() - off;
+    ssize_t n = ::pread(fd_, buf_.data() + off, want, off_t(off));
     if (n < 0) {
       if (errno == EINTR) continue;
       err = path_ + ": " + std::strerror(errno);
@@ -82,7 +83,7 @@ bool ProcFile::read(std::string& err) {
       return false;
     }
     off += size_t(n);
-    if (n == 0 || (single_shot_ && off < buf_.size())) break;
+    if (n == 0 || (single_shot_ && off < buf_.size()) || (want >= 4096 && size_t(n) < kSeqShortRead)) break;
   }
   len_ = off;
   return true;

@@ -10,6 +10,14 @@ namespace sysprof {
 // does is not what it claims to be (a bind mount gone wrong, a broken FUSE layer) and is refused.
 constexpr size_t kMaxFileBytes = size_t(4) << 20;
 
+// A record-based seq file's read fills the kernel's buffer (at least a page, 4096 bytes or more) with whole
+// records and stops when the next record does not fit or when there are no more records (fs/seq_file.c,
+// seq_read_iter). No record of the files read this way comes near 512 bytes (a diskstats line with 20
+// statistics of 20 digits is ~450), so a read returning fewer than 4096 - 512 bytes ended the records: the
+// zero-length read that would confirm EOF (~1 µs each) is skipped. Regular files (fixture trees) end at a
+// short read too.
+constexpr size_t kSeqShortRead = 4096 - 512;
+
 class ProcFile {
  public:
   ProcFile() = default;
@@ -21,7 +29,7 @@ class ProcFile {
   // a file that is not a regular file (/dev/zero, a FIFO) or holds kMaxFileBytes or more is refused.
   // single_shot: the kernel renders the whole file in one read (single_open seq files such as
   // /proc/stat, meminfo, loadavg, <pid>/stat), so a short read is the end of the file. Record-based
-  // seq files (diskstats, net/dev) hand out about a page per read and are read until EOF.
+  // seq files (diskstats, net/dev, vmstat) hand out about a page per read (kSeqShortRead).
   bool open(const std::string& path, std::string& err, bool single_shot);
   // Re-reads the whole file into the buffer. Grows the buffer only if the file outgrew it (rare;
   // never in the steady state), and never past kMaxFileBytes: a file that reaches it fails.

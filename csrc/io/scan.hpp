@@ -17,21 +17,34 @@ inline bool is_blank(char c) { return c == ' ' || c == '\t'; }
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 inline void skip_blanks(Cursor& c) {
-  while (c.p < c.end && is_blank(*c.p)) ++c.p;
+  const char* p = c.p;  // local copies: the loops stay in registers
+  const char* e = c.end;
+  while (p < e && is_blank(*p)) ++p;
+  c.p = p;
 }
 
 // Saturates at UINT64_MAX instead of wrapping: a corrupt value must never read as a small one.
+// 19 digits cannot overflow (10^19 - 1 < 2^64), so only a 20th digit and beyond take the checked path.
 inline bool parse_u64(Cursor& c, uint64_t& v) {
   skip_blanks(c);
-  if (c.p >= c.end || !is_digit(*c.p)) return false;
-  uint64_t x = 0;
+  const char* p = c.p;
+  const char* e = c.end;
+  unsigned d;
+  if (p >= e || (d = unsigned(static_cast<unsigned char>(*p)) - '0') > 9) return false;
+  uint64_t x = d;
+  ++p;
+  const char* unchecked_end = e - p > 18 ? p + 18 : e;
+  while (p < unchecked_end && (d = unsigned(static_cast<unsigned char>(*p)) - '0') <= 9) {
+    x = x * 10 + d;
+    ++p;
+  }
   bool sat = false;
-  while (c.p < c.end && is_digit(*c.p)) {
-    unsigned d = unsigned(*c.p - '0');
+  while (p < e && (d = unsigned(static_cast<unsigned char>(*p)) - '0') <= 9) {
     if (!sat && (x > (UINT64_MAX - d) / 10)) sat = true;
     if (!sat) x = x * 10 + d;
-    ++c.p;
+    ++p;
   }
+  c.p = p;
   v = sat ? UINT64_MAX : x;
   return true;
 }

@@ -11,7 +11,7 @@ namespace sysprof {
 
 enum MeminfoKey { kMemTotal, kMemFree, kMemAvailable, kBuffers, kCached, kDirty, kWriteback, kSwapTotal, kSwapFree,
                   kMeminfoKeys };
-constexpr const char* kMeminfoKeyNames[kMeminfoKeys] = {"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
+constexpr std::string_view kMeminfoKeyNames[kMeminfoKeys] = {"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached",
                                                         "Dirty", "Writeback", "SwapTotal", "SwapFree"};
 
 struct MeminfoSnapshot {
@@ -22,8 +22,9 @@ struct MeminfoSnapshot {
 };
 
 inline int meminfo_key(const char* k, size_t n) {
+  std::string_view key(k, n);
   for (int i = 0; i < kMeminfoKeys; ++i)
-    if (std::strlen(kMeminfoKeyNames[i]) == n && std::memcmp(kMeminfoKeyNames[i], k, n) == 0) return i;
+    if (kMeminfoKeyNames[i] == key) return i;  // compares lengths first: a memcmp only for a same-length key
   return -1;
 }
 

@@ -43,7 +43,7 @@ class DiskstatsSource final : public FileSource {
       for (auto& ch : sysname)
         if (ch == '/') ch = '!';
       if (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0) continue;
-      disks_.push_back(CounterDevice<kDiskCounters>{name, {}, 0, false});
+      disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>{name, {}, 0, false});
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     if (good == 0 && !bad.empty()) return false;
@@ -59,7 +59,7 @@ class DiskstatsSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<DiskstatsSource>();
-    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters>{d.name, {}, 0, false});
+    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>{d.name, {}, 0, false});
     return s;
   }
 
@@ -93,7 +93,7 @@ class DiskstatsSource final : public FileSource {
   }
 
  private:
-  std::vector<CounterDevice<kDiskCounters>> disks_;
+  std::vector<CounterDevice<kDiskCounters, DiskstatsLine>> disks_;
 };
 
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }

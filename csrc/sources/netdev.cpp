@@ -29,7 +29,7 @@ class NetdevSource final : public FileSource {
       NetDevLine l;
       int r = parse_net_dev_line(c, l);
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
-      if (r > 0) nics_.push_back(CounterDevice<kNetCounters>{std::string(l.name), {}, 0, false});
+      if (r > 0) nics_.push_back(CounterDevice<kNetCounters, NetDevLine>{std::string(l.name), {}, 0, false});
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     return !(nics_.empty() && !bad.empty());
@@ -43,7 +43,7 @@ class NetdevSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<NetdevSource>();
-    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters>{n.name, {}, 0, false});
+    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters, NetDevLine>{n.name, {}, 0, false});
     return s;
   }
 
@@ -66,7 +66,7 @@ class NetdevSource final : public FileSource {
   }
 
  private:
-  std::vector<CounterDevice<kNetCounters>> nics_;
+  std::vector<CounterDevice<kNetCounters, NetDevLine>> nics_;
 };
 
 std::unique_ptr<Source> make_netdev_source() { return std::make_unique<NetdevSource>(); }

@@ -17,7 +17,8 @@ namespace sysprof {
 
 struct Config {
   int64_t interval_ns = 1000000;
-  size_t capacity = 65536;
+  size_t capacity = 65536;  // ring rows
+  size_t max_ring_bytes = 0;  // non-zero: fewer rows where `capacity` of them would hold more bytes (at least 2)
   // Registered source names (sources/registry.hpp), in construction order = row order.
   std::vector<std::string> sources = {"cpu", "memory", "disk", "net"};
   // Boolean options of the sources that are on (e.g. "per_cpu").

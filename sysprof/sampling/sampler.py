@@ -31,6 +31,12 @@ BACKENDS = ("auto", "native", "psutil")
 MIN_INTERVAL_S = 1e-6  # below this the thread would only spin and count missed deadlines
 MAX_INTERVAL_S = 86400.0  # one day
 MAX_CAPACITY = 1 << 31  # rows
+#: Sampler(capacity=None): the ring holds DEFAULT_RING_SECONDS of rows at the interval, or DEFAULT_RING_BYTES of
+#: them where that is fewer (a wide row: many CPUs, disks, processes), within [DEFAULT_MIN_ROWS, DEFAULT_MAX_ROWS]
+DEFAULT_RING_SECONDS = 4.0
+DEFAULT_RING_BYTES = 4 << 20
+DEFAULT_MIN_ROWS = 64
+DEFAULT_MAX_ROWS = 65536
 
 
 def ring_capacity(interval: float, seconds: float, min_rows: int, max_rows: int) -> int:
@@ -131,7 +137,11 @@ class Sampler:
     Args:
         interval: seconds between samples (> 0). Deadlines are absolute; a missed deadline is
             skipped and counted in ``stats["missed_deadlines"]``.
-        capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking.
+        capacity: ring rows (>= 2). When full, new rows are dropped and counted, never blocking. None (the
+            default): about 4 s of rows at ``interval``, at most 4 MiB of them (so at 1 kHz a wide host set
+            holds ~2.5 s), at least 64 rows: drain at least every second or so, or pass a capacity. The
+            rows chosen are in ``self.capacity``. A ring of up to 16 MiB is resident from the start (written
+            once, so that the sampling thread never takes a page fault); a larger one as it fills.
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
         pid: process followed by the sources that follow a pid ({follows}); None for this process.
@@ -153,7 +163,7 @@ class Sampler:
 
     __doc__ = __doc__.format(follows=", ".join(n for n, s in SOURCES.items() if s.follows_pid), sources=_sources_doc())
 
-    def __init__(self, interval: float = 0.001, *, capacity: int = 65536, backend: str = "auto",
+    def __init__(self, interval: float = 0.001, *, capacity: Optional[int] = None, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  **sources: bool) -> None:
         for key in sources:
@@ -164,8 +174,9 @@ class Sampler:
                 or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
             raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
                              f"got {interval!r}")
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or not 2 <= capacity <= MAX_CAPACITY:
-            raise ValueError(f"capacity must be an integer in [2, {MAX_CAPACITY}], got {capacity!r}")
+        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int)
+                                     or not 2 <= capacity <= MAX_CAPACITY):
+            raise ValueError(f"capacity must be None or an integer in [2, {MAX_CAPACITY}], got {capacity!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
@@ -186,7 +197,10 @@ class Sampler:
         if backend == "auto" and not ok:
             _warn_fallback(why)
         self.interval = float(interval)
-        self.capacity = capacity
+        max_ring_bytes = 0
+        if capacity is None:
+            capacity = ring_capacity(self.interval, DEFAULT_RING_SECONDS, DEFAULT_MIN_ROWS, DEFAULT_MAX_ROWS)
+            max_ring_bytes = DEFAULT_RING_BYTES
         self._generation = forks.generation()  # a later one: inherited (the extension counts with pthread_atfork)
         if self.backend == "native":
             on = [n for n in SOURCES if flags[n]]  # registry order is row order
@@ -194,7 +208,8 @@ class Sampler:
             try:
                 self._impl = _native.NativeSampler(
                     interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity, sources=on,
-                    options=options, pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root)
+                    options=options, pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root,
+                    max_ring_bytes=max_ring_bytes)
             except MemoryError:
                 raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
                                  "per channel plus 8") from None
@@ -206,6 +221,7 @@ class Sampler:
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
                                        sys_root=sys_root, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
+        self.capacity: int = int(getattr(self._impl, "capacity", capacity))  # rows of the ring
 
     @property
     def inherited(self) -> bool:
