@@ -144,10 +144,15 @@ void CostHistogram::record(uint64_t ns) {
     b = 16 + (msb - 4) * 16 + int((ns >> (msb - 4)) & 15);
   }
   if (b >= kBuckets) b = kBuckets - 1;
-  buckets_[size_t(b)].fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(ns, std::memory_order_relaxed);
-  if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);  // one writer
-  count_.fetch_add(1, std::memory_order_relaxed);
+  // One writer (the sampling thread): plain loads and stores, no locked read-modify-write; readers see each
+  // word whole (relaxed atomics), a snapshot that may be a row behind.
+  auto bump = [](std::atomic<uint64_t>& a, uint64_t by) {
+    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  };
+  bump(buckets_[size_t(b)], 1);
+  bump(sum_, ns);
+  if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);
+  bump(count_, 1);
 }
 
 double CostHistogram::mean() const {

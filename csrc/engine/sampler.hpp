@@ -67,7 +67,7 @@ class Collector {
   std::atomic<const char*> current_{nullptr};
 };
 
-// Sample-cost histogram: log-linear buckets (16 per power of two, ~6 % resolution), lock-free.
+// Sample-cost histogram: log-linear buckets (16 per power of two, ~6 % resolution), lock-free, one writer.
 class CostHistogram {
  public:
   void record(uint64_t ns);
