@@ -9,10 +9,12 @@ regardless of load is checked instead:
 - on the live /proc the process source's CPU time grows between any two reads, so its runs of equal values in
   the rows are its reads, one for one; a run is never longer than the source's period (a missed deadline
   delays a read, never skips it), and exactly the period when no deadline was missed;
-- the psutil backend's schedule is driven tick by tick, deterministically.
+- the psutil backend's schedule is driven tick by tick, deterministically;
+- with the fake NVML (tests/fake_nvml) a row's gpu memory_used_bytes names the reader's reading it holds.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -24,6 +26,8 @@ import sysprof
 from sysprof.sampling.registry import SOURCES
 from sysprof.sampling.sampler import native_available
 
+from cli_support import assert_one_line_error, event, run_cli
+from fake_nvml.support import MiB, fake, fake_builds  # noqa: F401 - fake_builds and fake are fixtures
 from test_sampler_fixtures import OFF, Tree, nan
 
 LOAD_V1 = (1.5, 0.75, 0.25, 2.0, 345.0)  # tests/fixtures/full/v1/proc/loadavg "1.50 0.75 0.25 2/345 6789"
@@ -264,11 +268,8 @@ def test_psutil_schedule_tick_by_tick():
 
 
 # --------------------------------------------------------------------------------------------------
-# gpu: the NVML reader thread is paced by the gpu source's own interval
+# gpu: its slice is copied from the reader's latest reading only when due
 # --------------------------------------------------------------------------------------------------
-from fake_nvml.support import MiB, fake, fake_builds  # noqa: E402,F401 - fake_builds and fake are fixtures
-
-
 @needs_native
 def test_gpu_interval_native(fake):
     fake()
@@ -286,3 +287,43 @@ def test_gpu_interval_native(fake):
     if st["missed_deadlines"] == 0:  # row i is tick i: a new reading only at rows 0, 10, 20, ... and at stop
         changed = [i for i in range(1, n) if reading[i] != reading[i - 1]]
         assert all(i % 10 == 0 or i == n - 1 for i in changed), changed
+
+
+# --------------------------------------------------------------------------------------------------
+# the CLI: --interval-<source>, one per registry source
+# --------------------------------------------------------------------------------------------------
+def test_cli_has_an_interval_flag_per_registry_source():
+    from sysprof.cli import build_parser
+    from sysprof.cli.sources import intervals_from_args, interval_flag, _sources_from_args
+
+    parser = build_parser()
+    assert interval_flag(SOURCES["process_tree"]) == "--interval-process-tree"
+    for spec in SOURCES.values():
+        args = parser.parse_args(["record", spec.flag, "-i", "2ms", interval_flag(spec), "500ms"])
+        assert intervals_from_args(args, _sources_from_args(args, have_target=True)) == {spec.name: 0.5}
+    args = parser.parse_args(["record", "--interval-cpu", "10ms", "--interval-memory", "1s"])  # the default set
+    assert intervals_from_args(args, _sources_from_args(args, have_target=False)) == {"cpu": 0.01, "memory": 1.0}
+    assert intervals_from_args(parser.parse_args(["record"]), {"cpu": True}) == {}
+
+
+def test_cli_record_with_a_source_interval(tmp_path):
+    trace = tmp_path / "t.json"
+    proc = run_cli("record", "-q", "-o", trace, "-i", "2ms", "--cpu", "--load", "--interval-load", "1h",
+                   "-d", "0.2")
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())
+    assert event(events, "sysprof start")["args"]["intervals_s"] == {"cpu": 0.002, "load": 3600.0}
+    st = event(events, "sysprof stop")["args"]["stats"]
+    assert st["reads"]["cpu"] == st["taken"] and st["reads"]["load"] in (1, 2)  # at start, and maybe at stop
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--interval-gpu", "10ms"], "sysprof: --interval-gpu is given but --gpu is not recorded"),
+    (["-i", "10ms", "--interval-cpu", "1ms"], "sysprof: --interval-cpu 0.001 s is shorter than --interval 0.01 s"),
+    (["--interval-cpu", "soon"], "invalid time 'soon'"),
+])
+def test_cli_interval_errors(tmp_path, argv, message):
+    proc = run_cli("record", "-q", "-o", tmp_path / "t.json", *argv, "-d", "0.1")
+    assert_one_line_error(proc, rc=2)
+    assert message in proc.stderr
+    assert not (tmp_path / "t.json").exists()
