@@ -3,7 +3,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <type_traits>
 #include <vector>
 
@@ -69,11 +71,19 @@ PYBIND11_MODULE(_native, m) {
   py::class_<Sampler>(m, "NativeSampler")
       .def(py::init([](int64_t interval_ns, size_t capacity, std::vector<std::string> sources,
                        std::vector<std::string> options, int64_t pid, std::string proc_root, std::string sys_root,
-                       size_t max_ring_bytes) {
+                       std::map<std::string, int64_t> intervals_ns, size_t max_ring_bytes) {
              Config c;
              c.interval_ns = interval_ns;
              c.capacity = capacity;
              c.max_ring_bytes = max_ring_bytes;
+             // Per-source intervals by name, aligned with the sources (0: the sampler's interval).
+             c.intervals_ns.assign(sources.size(), 0);
+             for (const auto& [name, ns] : intervals_ns) {
+               auto at = std::find(sources.begin(), sources.end(), name);
+               if (at == sources.end())
+                 throw std::invalid_argument("an interval is given for source '" + name + "', which is not sampled");
+               c.intervals_ns[size_t(at - sources.begin())] = ns;
+             }
              c.sources = std::move(sources);
              c.options = std::move(options);
              c.pid = pid;
@@ -83,7 +93,8 @@ PYBIND11_MODULE(_native, m) {
            }),
            py::arg("interval_ns"), py::arg("capacity"), py::arg("sources"),
            py::arg("options") = std::vector<std::string>(), py::arg("pid") = -1, py::arg("proc_root") = "/proc",
-           py::arg("sys_root") = "/sys", py::arg("max_ring_bytes") = 0)
+           py::arg("sys_root") = "/sys", py::arg("intervals_ns") = std::map<std::string, int64_t>(),
+           py::arg("max_ring_bytes") = 0)
       .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
       .def_property_readonly("errors", &Sampler::errors)
       .def_property_readonly("devices", &Sampler::devices)
@@ -137,6 +148,9 @@ PYBIND11_MODULE(_native, m) {
         d["sample_ns_mean"] = st.sample_ns_mean;
         d["sample_ns_p99"] = st.sample_ns_p99;
         d["sample_ns_max"] = st.sample_ns_max;
+        py::dict reads;
+        for (const auto& [name, n] : st.reads) reads[py::str(name)] = n;
+        d["reads"] = reads;
         return d;
       });
 

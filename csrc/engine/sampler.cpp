@@ -32,9 +32,24 @@ std::map<std::string, std::string> ErrorLog::snapshot() const {
   return errors_;
 }
 
+// Ticks between two reads of source i: its interval over the sampler's, rounded to the nearest whole number.
+uint64_t Collector::period_of(const Config& cfg, size_t i) {
+  int64_t base = cfg.interval_ns;
+  int64_t own = i < cfg.intervals_ns.size() && cfg.intervals_ns[i] > 0 ? cfg.intervals_ns[i] : base;
+  if (own < base)
+    throw std::invalid_argument("the interval of source '" + cfg.sources[i] + "' (" + std::to_string(own) +
+                                " ns) is shorter than the sampler's (" + std::to_string(base) + " ns)");
+  int64_t q = own / base, r = own % base;
+  return uint64_t(q + (r >= base - r ? 1 : 0));
+}
+
 Collector::Collector(const Config& cfg, std::vector<std::string>& channels, ErrorLog& log) : log_(&log) {
   size_t first = channels.size();
+  if (cfg.interval_ns <= 0) throw std::invalid_argument("interval_ns must be positive");
+  if (cfg.intervals_ns.size() > cfg.sources.size())
+    throw std::invalid_argument("more intervals than sources");
   std::vector<SourceFactory> factories;  // every name is checked before any source opens
+  std::vector<uint64_t> periods;
   for (size_t i = 0; i < cfg.sources.size(); ++i) {
     const std::string& name = cfg.sources[i];
     SourceFactory f = find_source(name);
@@ -46,20 +61,24 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
     if (std::find(cfg.sources.begin(), cfg.sources.begin() + long(i), name) != cfg.sources.begin() + long(i))
       throw std::invalid_argument("source '" + name + "' given twice");
     factories.push_back(f);
+    periods.push_back(period_of(cfg, i));
   }
-  for (SourceFactory factory : factories) {
-    auto src = factory();
+  Config own = cfg;  // what each source sees: its own interval
+  for (size_t i = 0; i < factories.size(); ++i) {
+    auto src = factories[i]();
     std::string err;
     size_t before = channels.size();
-    if (!src->open(cfg, channels, err)) {
+    own.interval_ns = int64_t(periods[i]) * cfg.interval_ns;
+    if (!src->open(own, channels, err)) {
       channels.resize(before);
       log.set(src->name(), err.empty() ? "unavailable" : err);
       continue;
     }
     if (!err.empty()) log.set(src->name(), err);  // usable, with a warning (e.g. a skipped line)
-    slots_.push_back(Slot{std::move(src), width_, {}, err});
+    slots_.push_back(Slot{std::move(src), width_, periods[i], {}, err});
     width_ += slots_.back().src->width();
   }
+  reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
   names_.assign(channels.begin() + long(first), channels.end());
   rules_ = RangeRules(names_, online_cpus(cfg));
   range_logged_.assign(width_, 0);
@@ -68,25 +87,38 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
 Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
     : log_(&log), rules_(other.rules_), enforce_(other.enforce_), names_(other.names_),
       range_logged_(other.width_, 0) {
+  Config own = cfg;
   for (const auto& s : other.slots_) {
     std::string err;
-    auto src = s.src->clone(cfg, err);
+    own.interval_ns = int64_t(s.period) * cfg.interval_ns;
+    auto src = s.src->clone(own, err);
     // A failed clone (the file vanished in between) keeps its place as a NaN-only slot, so the
     // layout stays the original's.
     if (!src) log.set(s.src->name(), err);
-    slots_.push_back(Slot{std::move(src), width_, {}, {}});
+    slots_.push_back(Slot{std::move(src), width_, s.period, {}, {}});
     width_ += s.src->width();
   }
+  reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
 }
 
-void Collector::sample(int64_t mono_ns, double* row) {
+void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
+  const bool every = tick == kEvery;
+  if (tick == 0)  // a new run: its first row reads every source
+    for (Slot& s : slots_) s.next_due = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
+    if (!every) {
+      if (tick < s.next_due) continue;  // not due: its slice keeps the previous row's values
+      // The next multiple of the period: one addition, a division only after missed deadlines.
+      s.next_due += s.period;
+      if (s.next_due <= tick) s.next_due = (tick / s.period + 1) * s.period;
+    }
     size_t w = (i + 1 < slots_.size() ? slots_[i + 1].offset : width_) - s.offset;
     if (!s.src) {
       fill_nan(row + s.offset, w);
       continue;
     }
+    reads_[i].store(reads_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     current_.store(s.src->name(), std::memory_order_relaxed);
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
@@ -125,6 +157,13 @@ void Collector::report_ranges(double* row) {
 void Collector::shutdown() {
   for (Slot& s : slots_)
     if (s.src) s.src->shutdown();
+}
+
+std::vector<std::pair<std::string, uint64_t>> Collector::reads() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].src) out.emplace_back(slots_[i].src->name(), reads_[i].load(std::memory_order_relaxed));
+  return out;
 }
 
 std::vector<std::map<std::string, std::string>> Collector::devices() const {
@@ -314,7 +353,8 @@ Sampler::Stats Sampler::stats() const {
                c.missed.load(std::memory_order_relaxed),
                c.cost.mean(),
                c.cost.quantile(0.99),
-               c.cost.max()};
+               c.cost.max(),
+               c.collector.reads()};
 }
 
 void Sampler::wake(Core& c) {
@@ -367,23 +407,26 @@ void Sampler::run(Core& c) {
   // The first deadline is now: a row at start, whose rates cover the time since construction (or
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
   int64_t next = mono_now_ns(), last = 0;
+  uint64_t tick = 0;  // deadline number since start (skipped deadlines counted): the sources' due grid
   for (;;) {
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
     bool stopping = sleep_until(c, next);
     int64_t t0 = mono_now_ns();
     if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
     int64_t wall = wall_now_ns();
-    c.collector.sample(t0, c.row.data());
+    c.collector.sample(t0, c.row.data(), stopping ? Collector::kEvery : tick);
     c.ring.push(wall, c.row.data());
     int64_t t1 = mono_now_ns();
     c.cost.record(uint64_t(t1 - t0));
     last = t0;
     if (stopping) break;
     next += interval;
+    ++tick;
     if (t1 >= next) {  // overran (slow sample or late wake-up): skip the passed deadlines, no burst
       int64_t skipped = (t1 - next) / interval + 1;
       c.missed.fetch_add(uint64_t(skipped), std::memory_order_relaxed);
       next += skipped * interval;
+      tick += uint64_t(skipped);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/ranges.hpp"
@@ -38,7 +39,13 @@ class Collector {
   // Fills row[0, width()); a failing source gives NaN and logs why; the others are unaffected.
   // Then every value outside its channel's range (ranges.hpp) becomes NaN, and the first such value
   // of each channel is logged under its source.
-  void sample(int64_t mono_ns, double* row);
+  // tick: the deadline's index since the thread started (0 = its first row). A source whose interval is
+  // k intervals (Config::intervals_ns) is read at the first tick at or after each multiple of k, so a
+  // missed deadline delays its read to the next tick and never skips it; a source not due leaves its
+  // slice of `row` untouched: row must hold the previous call's output (NaN stays NaN). Tick 0 and
+  // kEvery read every source (kEvery: sample_now, the row at stop).
+  static constexpr uint64_t kEvery = ~uint64_t(0);
+  void sample(int64_t mono_ns, double* row, uint64_t tick = kEvery);
   // Off: rows are the sources' raw output (the fuzz targets check that with the same rules).
   void set_range_enforcement(bool on) { enforce_ = on; }
   const RangeRules& range_rules() const { return rules_; }
@@ -48,16 +55,22 @@ class Collector {
   // Name of the source sample() is in now (nullptr between sources); readable from any thread.
   const char* current() const { return current_.load(std::memory_order_relaxed); }
   std::vector<std::map<std::string, std::string>> devices() const;
+  // (source name, times sample() read it), in row order, for the sources that opened; any thread.
+  std::vector<std::pair<std::string, uint64_t>> reads() const;
 
  private:
   struct Slot {
     std::unique_ptr<Source> src;
     size_t offset;
+    uint64_t period = 1;  // in ticks: the source's interval / Config::interval_ns, rounded
     std::string err;  // reused buffer: repeated errors do not allocate
     std::string last_logged;
+    uint64_t next_due = 0;  // the tick of its next read
   };
+  static uint64_t period_of(const Config& cfg, size_t i);
   void report_ranges(double* row);
   std::vector<Slot> slots_;
+  std::unique_ptr<std::atomic<uint64_t>[]> reads_;  // per slot; one writer (the sampling thread)
   size_t width_ = 0;
   ErrorLog* log_;
   RangeRules rules_;
@@ -119,6 +132,7 @@ class Sampler {
   struct Stats {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
     double sample_ns_mean, sample_ns_p99, sample_ns_max;
+    std::vector<std::pair<std::string, uint64_t>> reads;  // per source: the thread's reads (Collector::reads)
   };
   Stats stats() const;
 

@@ -21,6 +21,11 @@ struct Config {
   size_t max_ring_bytes = 0;  // non-zero: fewer rows where `capacity` of them would hold more bytes (at least 2)
   // Registered source names (sources/registry.hpp), in construction order = row order.
   std::vector<std::string> sources = {"cpu", "memory", "disk", "net"};
+  // Per-source intervals, aligned with `sources` (shorter, or 0: that source reads at interval_ns).
+  // Each is at least interval_ns and is rounded to the nearest whole number of intervals; a source not
+  // due at a tick keeps its slice of the previous row (engine/Collector). A source's open() and
+  // clone() see its own (rounded) interval as interval_ns.
+  std::vector<int64_t> intervals_ns;
   // Boolean options of the sources that are on (e.g. "per_cpu").
   std::vector<std::string> options;
   bool option(const char* name) const {

@@ -9,7 +9,7 @@ from .common import PROG, CLIError, _version, parse_time
 from .info import cmd_info
 from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
                      cmd_record)
-from .sources import add_source_flags
+from .sources import add_interval_flags, add_source_flags
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"with --duration: send SIGKILL if the command is still running this long after the "
                         f"SIGTERM (default {DEFAULT_KILL_AFTER})")
     add_source_flags(r)
+    add_interval_flags(r, parse_time)
     r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
     r.add_argument("--every-row", action="store_true",

@@ -17,8 +17,8 @@ from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
 from .output import _open_output, _symlink_error
-from .sources import (_require_a_source, _sources_from_args, check_targets, requested, sampler_kwargs,
-                      target_sources, warn_problems)
+from .sources import (_require_a_source, _sources_from_args, check_targets, intervals_from_args, requested,
+                      sampler_kwargs, target_sources, warn_problems)
 
 #: the sampling interval used when ``--interval`` is not given
 DEFAULT_INTERVAL = "10ms"
@@ -78,6 +78,7 @@ def cmd_record(args) -> int:
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         raise CLIError(f"no such process: {args.pid}")
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
+    intervals = intervals_from_args(args, sources)
     _preflight(args, command)
     sysprof = _import_sysprof()
 
@@ -90,8 +91,10 @@ def cmd_record(args) -> int:
         kwargs["pid"] = args.pid
 
     def make_sampler(**extra):
+        kw = dict(kwargs, **extra)
+        kw["intervals"] = {name: v for name, v in intervals.items() if kw.get(name)}  # of the sources it samples
         try:
-            return sysprof.Sampler(**dict(kwargs, **extra))
+            return sysprof.Sampler(**kw)
         except (ValueError, TypeError) as e:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
@@ -226,6 +229,7 @@ class _Recording:
             "pid": proc_pid,
             "recorder_pid": my_pid,
             "interval_s": sampler.interval,
+            "intervals_s": dict(getattr(sampler, "intervals", {})),
             "capacity": getattr(sampler, "capacity", None),
             "backend": getattr(sampler, "backend", None),
             "channels": list(channels),

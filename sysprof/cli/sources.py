@@ -51,6 +51,39 @@ def add_source_flags(parser) -> None:
                    help="every source" + (f" ({targets} when there is a command or --pid)" if targets else ""))
 
 
+def interval_flag(spec) -> str:
+    """``--interval-cpu``, ``--interval-process-tree``: the per-source interval flag of a registry source."""
+    return "--interval-" + spec.flag[2:]
+
+
+def add_interval_flags(parser, parse_time) -> None:
+    """The "per-source intervals" argument group: one ``--interval-<source>`` flag per registry source."""
+    g = parser.add_argument_group("per-source intervals (default: --interval)",
+                                  "Each at least --interval, rounded to the nearest whole number of intervals. A "
+                                  "sample is still taken every --interval; between two reads of a source it "
+                                  "repeats that source's previous values (free in the changes-only trace).")
+    for spec in SOURCES.values():
+        g.add_argument(interval_flag(spec), dest="interval_" + spec.name, type=parse_time, metavar="TIME",
+                       help=f"read {spec.flag} every TIME")
+
+
+def intervals_from_args(args, chosen) -> dict:
+    """The Sampler's ``intervals`` (source name -> seconds) of the ``--interval-<source>`` flags given. A flag for a
+    source not recorded, or shorter than ``--interval``, is an error."""
+    out = {}
+    for name, spec in SOURCES.items():
+        value = getattr(args, "interval_" + name, None)
+        if value is None:
+            continue
+        if not chosen.get(name):
+            raise CLIError(f"{interval_flag(spec)} is given but {spec.flag} is not recorded", status=2)
+        if value < args.interval * (1 - 1e-9):
+            raise CLIError(f"{interval_flag(spec)} {value:g} s is shorter than --interval {args.interval:g} s",
+                           status=2)
+        out[name] = value
+    return out
+
+
 def _sources_from_args(args, have_target: bool, pid_given: bool = False):
     """``{name: on}`` for every registry source and source option, as the flags, ``--all`` or the defaults say."""
     names = tuple(SOURCES) + _option_names()

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import pathlib
 import warnings
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Union
 
 from sysprof import forks
 from sysprof.profiler.callback import Callback, Event
@@ -107,6 +107,7 @@ class Profiler(Callback):
         *,
         sys_prof_per_cpu: bool = False,
         sys_prof_rates: bool = False,
+        sys_prof_intervals: Optional[Dict[str, float]] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -144,7 +145,8 @@ class Profiler(Callback):
             self._callbacks.append(SystemProfiler(
                 profile_cpu=sys_prof_cpu, profile_memory=sys_prof_memory, profile_disk=sys_prof_disk,
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
-                per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, **{f"profile_{n}": v for n, v in sources.items()}))
+                per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
+                **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:

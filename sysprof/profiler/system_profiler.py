@@ -143,6 +143,8 @@ class SystemProfiler(Callback):
         backend: sampler backend, ``"auto"``, ``"native"`` or ``"psutil"``.
         drain_interval_seconds: least time between two drains done from training events (float > 0); a
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
+        intervals: seconds between two reads of a source, by name (``{"gpu": 0.1}``), as :class:`sysprof.Sampler`'s
+            ``intervals``; checked when the sampler is made (``init``).
 
     Raises:
         ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
@@ -161,6 +163,7 @@ class SystemProfiler(Callback):
         rates: bool = False,
         backend: str = "auto",
         drain_interval_seconds: float = 0.25,
+        intervals: Optional[Dict[str, float]] = None,
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -178,6 +181,7 @@ class SystemProfiler(Callback):
         self.rates = rates
         self.backend = backend
         self.drain_interval_seconds = drain_interval_seconds
+        self.intervals = dict(intervals or {})
         self.sampler: Any = None
         self._layout: Optional[TrackLayout] = None
         self._log = _RecordingLog()
@@ -208,7 +212,7 @@ class SystemProfiler(Callback):
         fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
-                       backend=self.backend, **self._sources())
+                       backend=self.backend, intervals=self.intervals, **self._sources())
 
     def _sources(self) -> Dict[str, bool]:
         """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""

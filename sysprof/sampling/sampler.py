@@ -11,7 +11,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -118,6 +118,26 @@ def _or_list(words: List[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else "".join(words)
 
 
+def _periods(interval: float, intervals: Optional[Mapping[str, float]], flags: Dict[str, bool]) -> Dict[str, int]:
+    """Deadlines between two reads of each source switched on: ``intervals[name] / interval`` rounded to the
+    nearest whole number (half up), 1 for a source not named. Raises ValueError as ``Sampler`` documents."""
+    if intervals is None:
+        intervals = {}
+    if not isinstance(intervals, Mapping):
+        raise ValueError(f"intervals must be a mapping of source name to seconds, got {intervals!r}")
+    for name, value in intervals.items():
+        if name not in SOURCES:
+            raise ValueError(f"intervals: unknown source {name!r} (registered: {', '.join(SOURCES)})")
+        if not flags[name]:
+            raise ValueError(f"intervals: source {name!r} is not sampled; switch it on ({name}=True) or leave it out")
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not interval * (1 - 1e-9) <= value <= MAX_INTERVAL_S):
+            raise ValueError(f"intervals[{name!r}] must be a number of seconds in [interval = {interval:g}, "
+                             f"{MAX_INTERVAL_S:g}], got {value!r}")
+    return {name: max(1, int(math.floor(intervals[name] / interval + 0.5))) if name in intervals else 1
+            for name in SOURCES if flags[name]}
+
+
 def _sources_doc() -> str:
     lines = []
     for spec in SOURCES.values():
@@ -145,6 +165,15 @@ class Sampler:
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
         pid: process followed by the sources that follow a pid ({follows}); None for this process.
+        intervals: seconds between two reads of a source, by name (``{{"cpu": 0.01, "gpu": 0.02}}``); a source
+            not named is read every ``interval``. Each is at least ``interval`` and is rounded to the nearest
+            whole number of intervals; ``self.intervals`` holds the result for every source switched on. A row
+            still comes every ``interval``: a source not due repeats its previous values (copied from the
+            previous row; NaN stays NaN), which a changes-only trace stores for free. A source of k intervals
+            is read at the first deadline at or after each multiple of k since ``start()`` (a missed deadline
+            delays that read to the next row, it never skips it); the first row after ``start()`` and the
+            row at ``stop()`` read every source, and so does ``sample()``. Its rates and percents span the
+            time between its own reads. ``stats["reads"]`` counts the thread's reads of each source.
         **sources: one boolean keyword per source and per source option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
             the README):
@@ -155,7 +184,9 @@ class Sampler:
         TypeError: a keyword that is neither an argument above nor a source or option.
         ValueError: naming the argument, for an interval outside [1 µs, 1 day], a capacity outside
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
-            unavailable, a pid without a source that follows it, or a custom proc_root with psutil.
+            unavailable, a pid without a source that follows it, or a custom proc_root with psutil; for
+            ``intervals``: a name that is not a registered source (the message lists them), a source not
+            switched on, or a value below ``interval`` or above 1 day.
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
@@ -165,7 +196,7 @@ class Sampler:
 
     def __init__(self, interval: float = 0.001, *, capacity: Optional[int] = None, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
-                 **sources: bool) -> None:
+                 intervals: Optional[Mapping[str, float]] = None, **sources: bool) -> None:
         for key in sources:
             if key not in SOURCE_KEYWORDS:
                 raise TypeError(f"{type(self).__qualname__}.__init__() got an unexpected keyword argument {key!r}")
@@ -184,6 +215,7 @@ class Sampler:
         for name, root in (("proc_root", proc_root), ("sys_root", sys_root)):
             if not isinstance(root, str) or not root or "\0" in root:
                 raise ValueError(f"{name} must be a non-empty path without NUL bytes, got {root!r}")
+        periods = _periods(float(interval), intervals, flags)
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
         if pid is not None and not any(flags[n] for n in followers):
             raise ValueError(f"pid is only read by {_or_list([n + '=True' for n in followers])}; "
@@ -197,6 +229,7 @@ class Sampler:
         if backend == "auto" and not ok:
             _warn_fallback(why)
         self.interval = float(interval)
+        self.intervals: Dict[str, float] = {name: k * self.interval for name, k in periods.items()}
         max_ring_bytes = 0
         if capacity is None:
             capacity = ring_capacity(self.interval, DEFAULT_RING_SECONDS, DEFAULT_MIN_ROWS, DEFAULT_MAX_ROWS)
@@ -205,10 +238,12 @@ class Sampler:
         if self.backend == "native":
             on = [n for n in SOURCES if flags[n]]  # registry order is row order
             options = [o for o, src in _OPTION_OF.items() if flags[o] and flags[src]]
+            interval_ns = max(1, int(round(self.interval * 1e9)))
             try:
                 self._impl = _native.NativeSampler(
-                    interval_ns=max(1, int(round(self.interval * 1e9))), capacity=capacity, sources=on,
+                    interval_ns=interval_ns, capacity=capacity, sources=on,
                     options=options, pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root,
+                    intervals_ns={n: k * interval_ns for n, k in periods.items() if k > 1},
                     max_ring_bytes=max_ring_bytes)
             except MemoryError:
                 raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
@@ -219,7 +254,7 @@ class Sampler:
                                  f"live system), which is unavailable here: {why or 'backend=psutil was asked'}")
             from .portable.host import PsutilSampler
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
-                                       sys_root=sys_root, **flags)
+                                       sys_root=sys_root, periods=periods, max_ring_bytes=max_ring_bytes, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
         self.capacity: int = int(getattr(self._impl, "capacity", capacity))  # rows of the ring
 
@@ -305,8 +340,12 @@ class Sampler:
     def stats(self) -> Dict[str, float]:
         """taken, dropped, drained, buffered, missed_deadlines (counts) and the thread's cost per
         sample: sample_ns_mean, sample_ns_p99, sample_ns_max (ns). taken == drained + dropped + buffered.
+        reads: source name -> how many times the thread read it (every source that has channels; with
+        ``intervals``, fewer than taken for a slower source; ``sample()`` is not counted).
         """
-        return dict(self._impl.stats)
+        st = dict(self._impl.stats)
+        st["reads"] = dict(st.get("reads", {}))
+        return st
 
     def __repr__(self) -> str:
         return (f"Sampler(backend={self.backend!r}, interval={self.interval}, "

@@ -67,8 +67,12 @@ def _cpu_tuple(t) -> List[float]:
 class PsutilSampler:
     """Implements the interface sysprof.Sampler expects of a backend (see sampler.py)."""
 
-    def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str, **flags: bool) -> None:
-        """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off."""
+    def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
+                 periods: Optional[Dict[str, int]] = None, max_ring_bytes: int = 0, **flags: bool) -> None:
+        """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off.
+        periods: deadlines between two reads of a source (``sampler._periods``), absent = 1.
+        max_ring_bytes: non-zero: fewer rows than ``capacity`` where those would hold more bytes (at least 2),
+        the native ring's rule (csrc/engine/sampler.hpp, ring_rows)."""
 
         known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
         for key in flags:
@@ -88,6 +92,10 @@ class PsutilSampler:
         self._gpu_state = None  # portable.nvml_query.NvmlState, shared by both readers
         self._readers = self._open_readers()
         self.channels: List[str] = [c for _, names, _ in self._readers for c in names]
+        # The schedule, as csrc/engine/sampler.cpp's Collector::sample: per reader, its period and next due tick.
+        self._period = [max(1, int((periods or {}).get(name, 1))) for name, _, _ in self._readers]
+        self._next_due = [0] * len(self._readers)
+        self._reads: Dict[str, int] = {name: 0 for name, _, _ in self._readers}
         self._sync = self._open_readers()  # sample() keeps its own baselines
         self.devices: List[Dict[str, object]] = []
         if self._gpu_state is not None:
@@ -97,6 +105,9 @@ class PsutilSampler:
             self._gpu_state.report = lambda msg: self.errors.__setitem__("gpu", msg)
             self._gpu_state.flush()
         width = len(self.channels)
+        if max_ring_bytes:
+            capacity = max(2, min(capacity, max_ring_bytes // (8 * (width + 1))))
+        self.capacity = capacity
         self._ts = np.zeros(capacity, dtype=np.int64)
         self._values = np.zeros((capacity, width), dtype=np.float64)
         self._capacity = capacity
@@ -287,15 +298,34 @@ class PsutilSampler:
         return list(names), lambda t: read(t / 1e9)  # the NVML reader takes seconds
 
     # -- sampling -----------------------------------------------------------------------------
-    def _row(self, readers, t: int) -> np.ndarray:
+    def _row(self, readers, t: int, tick: Optional[int] = None, prev: Optional[np.ndarray] = None) -> np.ndarray:
+        """Reads every reader (``tick`` None: sample(), the row at stop), or at a thread's tick only those due,
+        the others repeating their slice of ``prev`` (the previous row)."""
         out: List[float] = []
-        for name, names, fn in readers:
+        if tick == 0:  # a new run: its first row reads every source
+            self._next_due = [0] * len(self._next_due)
+        for i, (name, names, fn) in enumerate(readers):
+            if tick is not None and not self._due(i, tick):
+                out += prev[len(out):len(out) + len(names)].tolist()
+                continue
+            if readers is self._readers:
+                self._reads[name] += 1
             try:
                 out += fn(t)
             except Exception as exc:  # noqa: BLE001 - a failing source reads NaN, others go on
                 self.errors[name] = f"psutil: {type(exc).__name__}: {exc}"
                 out += [NAN] * len(names)
         return np.asarray(out, dtype=np.float64)
+
+    def _due(self, i: int, tick: int) -> bool:
+        """Whether reader i is read at ``tick``: at the first tick at or after each multiple of its period."""
+        if tick < self._next_due[i]:
+            return False
+        k = self._period[i]
+        self._next_due[i] += k
+        if self._next_due[i] <= tick:  # deadlines were missed: the next multiple after this tick
+            self._next_due[i] = (tick // k + 1) * k
+        return True
 
     @property
     def running(self) -> bool:
@@ -315,16 +345,19 @@ class PsutilSampler:
     def _run(self) -> None:
         """csrc/sampler.cpp's ``Sampler::run``: a row at start (rates since construction or the
         previous stop), rows on absolute deadlines (a missed one is skipped and counted, never made
-        up), and a last row at stop unless one was taken within min(interval / 2, 1 ms)."""
+        up), and a last row at stop unless one was taken within min(interval / 2, 1 ms). Tick k is the
+        deadline first + k * interval; the first row and the one at stop read every source, the others
+        those due (``_row``)."""
         interval = max(1, int(round(self.interval * 1e9)))
         next_ns, last = time.monotonic_ns(), None
+        first, row = next_ns, None
         while True:
             stopping = self._stop.wait(max(0.0, (next_ns - time.monotonic_ns()) / 1e9))
             t0 = time.monotonic_ns()
             if stopping and last is not None and t0 - last < min(interval // 2, 1_000_000):
                 break  # a row just taken
             wall = time.time_ns()
-            row = self._row(self._readers, t0)
+            row = self._row(self._readers, t0, None if stopping else (next_ns - first) // interval, row)
             with self._lock:
                 if self._head - self._tail >= self._capacity:
                     self._dropped += 1
@@ -371,4 +404,4 @@ class PsutilSampler:
                 "buffered": head - tail, "missed_deadlines": self._missed,
                 "sample_ns_mean": sum(costs) / n if n else NAN,
                 "sample_ns_p99": float(costs[max(0, math.ceil(0.99 * n) - 1)]) if n else NAN,  # nearest rank
-                "sample_ns_max": float(costs[-1]) if n else NAN}
+                "sample_ns_max": float(costs[-1]) if n else NAN, "reads": dict(self._reads)}
