@@ -441,7 +441,7 @@ def print_kstat(res) -> str:
             + "\n\n")
     here = res["here_predicted"]
     out += (f"consistency: the model gives {fmt(here['us'])} µs for this machine (measured "
-            f"{fmt(r['stat_full_us']['median'])}); the hotplug slope is the independent check of c_cpu\n\n")
+            f"{fmt(r['stat_full_us']['median'])}) by construction; --hotplug gives an independent check of c_cpu\n\n")
     rows = [[e["cpus"], e["active_irqs"], f"{e['bytes'] / 1024:.1f}", fmt(e["us"]),
              f"{fmt(e['us_with_misses'][0])}–{fmt(e['us_with_misses'][1])}",
              f"{e['us'] * 1e3 / 1e4:.1f}–{e['us_with_misses'][1] * 1e3 / 1e4:.1f} %"]
@@ -452,11 +452,11 @@ def print_kstat(res) -> str:
         out += (f"{t['cpus']} CPUs, {t['active_irqs']} IRQs: " + ", ".join(f"{k} {fmt(v)} µs" for k, v in
                                                                          t["parts_us"].items())
                 + f" = {fmt(t['us'])} µs per read; ≥ 100 % of a core means one read outlasts the 1 ms period\n\n")
-    out += (table(["CPUs", "IRQs", "KiB", "µs (this CPU's coefficients)",
+    out += (table(["CPUs", "IRQs", "KiB", "µs (this machine's coefficients)",
                    f"µs + coherence misses ({mm['lines_per_cpu']} lines/CPU + 1/IRQ at "
                    f"{fmt(mm['miss_ns'][0])}–{fmt(mm['miss_ns'][1])} ns)", "of a core at 1 kHz"], rows)
-            + "\n\nmeasured: the reads, copy-out per byte, the perf shares" + (" and the hotplug slope" if hp and
-                                                                              hp.get("available") else "")
+            + "\n\nmeasured: the reads, copy-out per byte" + (", the perf shares" if p.get("available") else "")
+            + (", the hotplug slope" if hp and hp.get("available") else "")
             + "; modelled: P = online = possible, the split of shares into coefficients, the coherence misses "
               "of a large node, " f"{fmt(mm['active_irq_bytes'])} B per active IRQ count (docs/kernel-proc-stat.md)\n")
     return out
