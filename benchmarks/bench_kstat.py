@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from bench_util import dist, fmt, table  # noqa: E402
+from bench_util import compile_c, dist, fmt, table  # noqa: E402
 
 SYS_CPU = "/sys/devices/system/cpu"
 FULL = 1 << 16  # the whole file in one pread, as sysprof's reader does
@@ -158,18 +158,11 @@ def machine_shape() -> Dict[str, Any]:
 
 class Probe:
     def __init__(self, workdir: str) -> None:
-        self.error: Optional[str] = None
         self.exe = os.path.join(workdir, "kstat_probe")
-        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        if cc is None:
-            self.error = "no C compiler (cc/gcc/clang) on PATH"
-            return
         src = os.path.join(workdir, "kstat_probe.c")
         with open(src, "w") as f:
             f.write(PROBE_C)
-        r = subprocess.run([cc, "-O2", "-o", self.exe, src], capture_output=True, text=True)
-        if r.returncode != 0:
-            self.error = f"cc failed: {r.stderr.strip()[:300]}"
+        self.error: Optional[str] = compile_c(src, self.exe)
 
     def argv(self, specs: Sequence[Tuple[str, int]], iters: int) -> List[str]:
         return [self.exe, str(iters), *(f"{p}:{c}" for p, c in specs)]

@@ -121,18 +121,19 @@ def metric_sets(proc: str = "/proc"):
 # the floor: a C program compiled here
 # ------------------------------------------------------------------------------------------------
 
+def compile_c(src: str, exe: str) -> Optional[str]:
+    """Compiles one C file with the first of cc, gcc, clang on PATH (-O2); None, or why it could not."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return "no C compiler (cc/gcc/clang) on PATH"
+    r = subprocess.run([cc, "-O2", "-o", exe, src], capture_output=True, text=True)
+    return f"cc failed: {r.stderr.strip()[:500]}" if r.returncode != 0 else None
+
+
 class Floor:
     def __init__(self, workdir: str) -> None:
-        self.error: Optional[str] = None
         self.exe = os.path.join(workdir, "floor")
-        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        if cc is None:
-            self.error = "no C compiler (cc/gcc/clang) on PATH"
-            return
-        r = subprocess.run([cc, "-O2", "-o", self.exe, os.path.join(HERE, "floor.c")], capture_output=True,
-                           text=True)
-        if r.returncode != 0:
-            self.error = f"cc failed: {r.stderr.strip()[:500]}"
+        self.error: Optional[str] = compile_c(os.path.join(HERE, "floor.c"), self.exe)
 
     def run(self, files: Sequence[tuple], iters: int) -> List[int]:
         """ns per iteration of a tight loop of preads."""

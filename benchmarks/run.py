@@ -18,6 +18,8 @@ Sections (issue 6):
                  a default Sampler() with the host set at 1 kHz over 60 s
   6 scaling      cost per sample on synthetic /proc trees with 2..1024 CPUs, 1..256 disks, 1..256 NICs
   7 writer       drained batches -> trace events -> file: samples/s and bytes/s
+  8 kstat        the kernel's side of /proc/stat: one read's cost, where show_stat() spends it, and the
+                 O(CPUs) + O(IRQs) model with estimates for large nodes (bench_kstat.py; never hotplugs)
 
 Every figure carries its n and spread (median, p99, IQR, min/max). Ratios are taken within one run, with the
 compared measurements interleaved, because these machines are noisy: absolute times are only a guide.
@@ -47,10 +49,11 @@ from bench_interference import bench_interference, bench_timing, print_interfere
 from bench_markers import bench_marker, print_marker  # noqa: E402
 from bench_memory import bench_memory, bench_scaling, print_memory, print_scaling  # noqa: E402
 from bench_writer import bench_writer, print_writer  # noqa: E402
+from bench_kstat import bench_kstat, print_kstat  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
-SECTIONS = ("cost", "paced", "interference", "timing", "marker", "memory", "scaling", "writer")
+SECTIONS = ("cost", "paced", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -62,12 +65,12 @@ def config(quick: bool) -> Dict[str, Any]:
         return {"cost": (2, 300, 60, 300, 0.2), "interference": (7, 0.1), "timing": 1.0,
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
-                "marker": (20_000, 1)}
+                "marker": (20_000, 1), "kstat": (3000, 2)}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (15, 0.25), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
-            "marker": (100_000, 3)}
+            "marker": (100_000, 3), "kstat": (20_000, 4)}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -130,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx: Dict[str, Any] = {}
     printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
-                "writer": print_writer}
+                "writer": print_writer, "kstat": print_kstat}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -146,7 +149,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "marker": lambda: bench_marker(cfg, args.quick),
                    "memory": lambda: bench_memory(cfg, sysprof, ctx),
                    "scaling": lambda: bench_scaling(cfg, sysprof, ctx),
-                   "writer": lambda: bench_writer(cfg, sysprof, ctx)}
+                   "writer": lambda: bench_writer(cfg, sysprof, ctx),
+                   "kstat": lambda: bench_kstat(cfg)}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:
