@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <exception>
 #include <type_traits>
 #include <vector>
@@ -59,6 +60,35 @@ PyObject* new_array(std::initializer_list<py::ssize_t> shape, T*& data) {
   py::array_t<T> a{std::vector<py::ssize_t>(shape)};
   data = a.mutable_data();
   return a.release().ptr();
+}
+
+// Sampler::latest() as None or (number, wall ns, bytes of the float64 values); the GIL stays held: the
+// copy is a few hundred bytes and never waits on the sampling thread (engine/latest.hpp). Bytes, not an
+// array: an array costs more to make than the rest of the call (sampler.py's Row makes one on demand).
+py::object latest_row(const Sampler& s) {
+  if (s.latest_number() == 0) return py::none();
+  py::bytes raw(nullptr, s.channels().size() * sizeof(double));  // filled before anyone sees it
+  int64_t wall = 0;
+  uint64_t n = s.latest(wall, PyBytes_AS_STRING(raw.ptr()));
+  return py::make_tuple(n, wall, std::move(raw));
+}
+
+// Sampler::wait_next() in slices with the GIL released, checking for signals (Ctrl-C) in between.
+// after < 0: the newest row's number now; timeout_s < 0: no limit. Plain C++ arguments: the frames a
+// thread ended at interpreter exit unwinds (see retake_gil) then own no Python object.
+py::object wait_next_row(Sampler& s, int64_t after, double timeout_s) {
+  uint64_t a = after < 0 ? s.latest_number() : uint64_t(after);
+  const int64_t kSliceNs = 100000000;
+  bool forever = timeout_s < 0;
+  int64_t left = forever ? 0 : int64_t(std::min(timeout_s, 1e9) * 1e9);
+  for (;;) {
+    int64_t slice = forever ? kSliceNs : std::min(left, kSliceNs);
+    auto r = without_gil([&s, a, slice] { return s.wait_next(a, slice); });
+    if (r == sysprof::Latest::Wait::row) return latest_row(s);
+    if (r == sysprof::Latest::Wait::stopped) return py::none();
+    if (!forever && (left -= slice) <= 0) return py::none();
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
 }
 
 }  // namespace
@@ -123,6 +153,8 @@ PYBIND11_MODULE(_native, m) {
             return py::make_tuple(ts, values);
           },
           py::arg("max_rows") = -1)
+      .def("latest", &latest_row)
+      .def("wait_next", &wait_next_row, py::arg("after") = -1, py::arg("timeout") = -1.0)
       .def_property_readonly("stats", [](const Sampler& s) {
         Sampler::Stats st = s.stats();
         py::dict d;
