@@ -6,8 +6,11 @@ duration: the waits that must end are bounded by generous joins, which only a ha
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from sysprof.sampling.sampler import Row
 from test_lifecycle import assert_clean, run_py
 from test_sampler_fixtures import MEM_CHANNELS, OFF, Tree
 
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
 HANG_S = 60  # a join that reaches this means a hang
 KB = 1024
 MEMINFO = {  # tests/fixtures/meminfo_modern/v1, as tests/test_sampler_fixtures_memory_disk_net.py reads it
@@ -45,6 +49,28 @@ def wait_until(pred):
     while not pred():
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.002)
+
+
+# --------------------------------------------------------------------------------------------------
+# the seqlock itself, under sanitizers: csrc/tests/latest_test.cpp
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sanitizer, rows", [("thread", 100000), ("address,undefined", 300000)])
+def test_latest_hpp_under_sanitizer(tmp_path, sanitizer, rows):
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("no g++ on this machine")
+    exe = tmp_path / "latest_test"
+    cmd = [gxx, "-std=c++17", "-O1", "-g", "-Wall", "-Wextra", f"-fsanitize={sanitizer}", "-pthread", f"-I{CSRC}",
+           str(CSRC / "tests" / "latest_test.cpp"), "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if build.returncode != 0 and "sanitize" in build.stderr:
+        pytest.skip(f"g++ cannot build with -fsanitize={sanitizer} here: {build.stderr[-300:]}")
+    assert build.returncode == 0, f"{' '.join(cmd)} failed:\n{build.stderr}"
+    run = subprocess.run([str(exe), str(rows)], capture_output=True, text=True, timeout=600)
+    if run.returncode != 0 and "FATAL: ThreadSanitizer" in run.stderr and "WARNING" not in run.stderr:
+        pytest.skip(f"ThreadSanitizer cannot run here: {run.stderr[-300:]}")  # e.g. an unsupported memory layout
+    assert run.returncode == 0 and "FAIL" not in run.stderr and "Sanitizer" not in run.stderr, run.stderr
+    assert run.stdout.startswith(f"rows {rows} "), run.stdout
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,14 +9,15 @@
 // never waits on a writer that was preempted mid-row: the other slot is complete.
 //
 // Memory ordering (H.-J. Boehm, "Can seqlocks get along with programming language memory models?",
-// MSPC 2012): every payload word is a std::atomic<uint64_t>, written and read with relaxed order, so the
-// copy has no data race under the C++ memory model (and ThreadSanitizer sees atomics, not races).
-//  writer: seq.store(q+1, relaxed); fence(release); words.store(relaxed)...; seq.store(q+2, release)
-//  reader: q0 = seq.load(acquire) (even); words.load(relaxed)...; fence(acquire); seq.load(relaxed) == q0
-// If a word the reader loaded was written by a later row, the writer's release fence (after q+1) and the
-// reader's acquire fence (after its loads) order seq=q+1 before the reader's second seq load, which then
-// differs from q0: the copy is discarded. If both loads read q0, every word is the one that row wrote,
-// because the acquire load of q0 synchronises with the release store of q0.
+// MSPC 2012, section 5): every payload word is a std::atomic<uint64_t>, so the copy has no data race
+// under the C++ memory model, and there is no fence: ThreadSanitizer models every step.
+//  writer: seq.store(q+1, relaxed); words.store(release)...; seq.store(q+2, release)
+//  reader: q0 = seq.load(acquire) (even); words.load(acquire)...; seq.load(relaxed) == q0
+// If a word the reader loaded was written by a later row, that acquire load synchronises with its
+// release store, which seq=q+1 (or a later value) precedes in the writer: so the reader's last seq load,
+// after its word loads, cannot read q0, and the copy is discarded. If both seq loads read q0, every word
+// is the one row q0 wrote (the acquire load of q0 synchronises with the release store of q0, and no later
+// row's word was read). On x86-64 these are plain loads and stores; on AArch64, ldar/stlr per word.
 //
 // Waiting: a Dekker handshake between `published_` and `waiters_`, both seq_cst. The writer stores
 // published_ then loads waiters_; a waiter increments waiters_ then loads published_. In the single total
@@ -57,13 +58,12 @@ class Latest {
     Slot& s = slots_[n & 1];
     uint64_t q = s.seq.load(std::memory_order_relaxed);
     s.seq.store(q + 1, std::memory_order_relaxed);  // odd: being written
-    std::atomic_thread_fence(std::memory_order_release);
-    s.words[0].store(n, std::memory_order_relaxed);
-    s.words[1].store(uint64_t(wall_ns), std::memory_order_relaxed);
+    s.words[0].store(n, std::memory_order_release);
+    s.words[1].store(uint64_t(wall_ns), std::memory_order_release);
     for (size_t i = 0; i < width_; ++i) {
       uint64_t bits;
       std::memcpy(&bits, &row[i], sizeof bits);
-      s.words[kHead + i].store(bits, std::memory_order_relaxed);
+      s.words[kHead + i].store(bits, std::memory_order_release);
     }
     s.seq.store(q + 2, std::memory_order_release);
     published_.store(n, std::memory_order_seq_cst);
@@ -83,13 +83,12 @@ class Latest {
       const Slot& s = slots_[n & 1];
       uint64_t q0 = s.seq.load(std::memory_order_acquire);
       if (q0 & 1) continue;  // lapped: the writer is on this slot again; the other one is complete
-      uint64_t got = s.words[0].load(std::memory_order_relaxed);
-      uint64_t wall = s.words[1].load(std::memory_order_relaxed);
+      uint64_t got = s.words[0].load(std::memory_order_acquire);
+      uint64_t wall = s.words[1].load(std::memory_order_acquire);
       for (size_t i = 0; i < width_; ++i) {
-        uint64_t bits = s.words[kHead + i].load(std::memory_order_relaxed);
+        uint64_t bits = s.words[kHead + i].load(std::memory_order_acquire);
         std::memcpy(dst + i * sizeof bits, &bits, sizeof bits);
       }
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (s.seq.load(std::memory_order_relaxed) != q0) continue;  // torn: retry on the newest
       wall_ns = int64_t(wall);
       return got;  // may be newer than n (the slot was rewritten whole in between): still one row
@@ -97,14 +96,15 @@ class Latest {
   }
 
   enum class Wait { row, timeout, stopped };
-  // Until a row numbered above `after` is published (row), `open()` turns false (stopped: checked after
-  // wake_all()), or timeout_ns passes (negative: no limit). Never touches the writer's path.
+  // Until `open()` is false (stopped: checked first, so a stopped writer's rows are never waited for,
+  // and re-checked after every wake_all()), a row numbered above `after` is published (row), or
+  // timeout_ns passes (negative: no limit). Never touches the writer's path.
   template <class Open>
   Wait wait(uint64_t after, int64_t timeout_ns, Open open) {
     auto start = std::chrono::steady_clock::now();
     for (;;) {
-      if (count() > after) return Wait::row;
       if (!open()) return Wait::stopped;
+      if (count() > after) return Wait::row;
       int64_t left = kForever;
       if (timeout_ns >= 0) {
         int64_t spent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
@@ -113,7 +113,7 @@ class Latest {
       }
       waiters_.fetch_add(1, std::memory_order_seq_cst);
       uint32_t w = wake_.load(std::memory_order_acquire);
-      if (count() <= after && open()) sleep(w, left);
+      if (open() && count() <= after) sleep(w, left);
       waiters_.fetch_sub(1, std::memory_order_relaxed);
     }
   }

@@ -260,7 +260,7 @@ void Sampler::stop() {
   std::lock_guard<std::mutex> life(life_mu_);
   if (!thread_) return;
   running_.store(false, std::memory_order_release);
-  core_->latest.wake_all();  // wait_next() callers return (no row will come unless one is in flight)
+  core_->latest.wake_all();  // wait_next() callers return: not running
   Core& c = *core_;
   {
     std::lock_guard<std::mutex> g(c.mu);

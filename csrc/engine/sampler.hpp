@@ -122,7 +122,7 @@ class Sampler {
   }
   uint64_t latest_number() const { return inherited() ? 0 : core_->latest.count(); }
   // Waits (futex on Linux) for a row numbered above `after`: row; timeout after timeout_ns (< 0: none);
-  // stopped when the Sampler is not running or stop() is called (at once when inherited).
+  // stopped, at once, when the Sampler is not running (inherited included) or stop() is called.
   Latest::Wait wait_next(uint64_t after, int64_t timeout_ns) {
     if (inherited()) return Latest::Wait::stopped;
     return core_->latest.wait(after, timeout_ns, [this] { return running_.load(std::memory_order_acquire); });

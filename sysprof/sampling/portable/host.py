@@ -368,14 +368,15 @@ class PsutilSampler:
         with self._new_row:
             last = self._latest
             after = (last[0] if last else 0) if after < 0 else after
-            while not (self._latest is not None and self._latest[0] > after):
-                if not self.running or self._stop.is_set():
+            while True:
+                if self._stop.is_set() or not self.running:  # first, as the native: stopping gives None
                     return None
+                if self._latest is not None and self._latest[0] > after:
+                    return self._latest
                 left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())  # re-checks running
                 if left <= 0:
                     return None
                 self._new_row.wait(left)
-            return self._latest
 
     def drain(self, max_rows: int) -> Tuple[np.ndarray, np.ndarray]:
         with self._lock:
