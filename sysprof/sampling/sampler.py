@@ -99,7 +99,17 @@ class Batch:
 _unpack_double = struct.Struct("d").unpack_from
 
 
-class Row(Mapping):
+class _RowData:
+    """Row's fields where the extension (and its _native.RowData, which latest() makes without running
+    Python code) is missing."""
+
+    __slots__ = ("seq", "timestamp_ns", "_raw", "_layout")
+
+    def __init__(self, seq: int, timestamp_ns: int, raw: bytes, layout) -> None:
+        self.seq, self.timestamp_ns, self._raw, self._layout = seq, timestamp_ns, raw, layout
+
+
+class Row(_RowData if _native is None else _native.RowData, Mapping):
     """One row the sampling thread took, as ``Sampler.latest()`` and ``Sampler.wait_next()`` return it: a
     read-only mapping channel -> float (``row["memory/used_bytes"]``; KeyError for an unknown channel).
 
@@ -114,22 +124,18 @@ class Row(Mapping):
     unpacked when read. ``to_dict()`` gives a plain dict of all of them at once.
     """
 
-    __slots__ = ("_r", "_layout")
+    __slots__ = ()
 
-    def __init__(self, r: Tuple[int, int, bytes], layout: Tuple[Tuple[str, ...], Dict[str, int]]) -> None:
-        self._r = r  # (seq, timestamp_ns, the values' float64 bytes in native order)
-        self._layout = layout  # (channels, channel -> column), shared by every row of a Sampler
-
-    seq = property(lambda self: self._r[0], doc="the row's number (see the class)")
-    timestamp_ns = property(lambda self: self._r[1], doc="wall-clock ns since the Unix epoch")
-    channels = property(lambda self: self._layout[0], doc="the channel names, in column order")
+    @property
+    def channels(self) -> Tuple[str, ...]:
+        return self._layout[0]
 
     @property
     def array(self) -> np.ndarray:
-        return np.frombuffer(self._r[2], dtype=np.float64)  # a view of immutable bytes: read-only
+        return np.frombuffer(self._raw, dtype=np.float64)  # a view of immutable bytes: read-only
 
     def __getitem__(self, channel: str) -> float:
-        return _unpack_double(self._r[2], 8 * self._layout[1][channel])[0]
+        return _unpack_double(self._raw, 8 * self._layout[1][channel])[0]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._layout[0])
@@ -345,6 +351,18 @@ class Sampler:
     def _row_layout(self) -> Tuple[Tuple[str, ...], Dict[str, int]]:
         return self.channels, {c: i for i, c in enumerate(self.channels)}
 
+    @functools.cached_property
+    def _latest_reader(self):
+        """latest()'s one call: native, a builtin that copies the row into a new Row (no Python code runs)."""
+        if self.backend == "native":
+            return self._impl.latest_reader(Row, self._row_layout)
+        impl, layout = self._impl, self._row_layout
+
+        def read() -> Optional[Row]:
+            r = impl.latest()
+            return None if r is None else Row(*r, layout)
+        return read
+
     def latest(self) -> Optional[Row]:
         """The newest row the sampling thread took, as a ``Row`` (mapping channel -> float, with ``seq``,
         ``timestamp_ns``, ``array``), or None before its first row.
@@ -355,8 +373,7 @@ class Sampler:
         is the last row taken, until the next ``start()``. None in a forked child for an inherited
         Sampler (its rows are the parent's), as ``drain()`` returns no rows there.
         """
-        r = self._impl.latest()  # each backend answers None when inherited: no check here, it is the hot path
-        return None if r is None else Row(r, self._row_layout)
+        return self._latest_reader()  # each backend answers None when inherited: no check on this hot path
 
     def wait_next(self, timeout: Optional[float] = None, *, after: Optional[int] = None) -> Optional[Row]:
         """Blocks until the thread takes a row newer than the one ``latest()`` returns at the call's
@@ -377,7 +394,7 @@ class Sampler:
             return None
         r = self._impl.wait_next(-1 if after is None else min(after, 2**63 - 1),
                                  -1.0 if timeout is None else float(timeout))
-        return None if r is None else Row(r, self._row_layout)
+        return None if r is None else Row(*r, self._row_layout)
 
     @property
     def stats(self) -> Dict[str, float]:
