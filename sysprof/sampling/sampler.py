@@ -209,6 +209,11 @@ class Sampler:
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
+
+    Which read to use: ``drain()`` for history (every row since the last drain, oldest first);
+    ``latest()`` for now (the newest row the running thread took, a copy without a syscall, well under
+    a microsecond, leaving the ring to ``drain()``); ``wait_next()`` to block until the next row;
+    ``sample()`` for a one-off read of every file on the calling thread, without the thread.
     """
 
     __doc__ = __doc__.format(follows=", ".join(n for n, s in SOURCES.items() if s.follows_pid), sources=_sources_doc())
@@ -345,8 +350,6 @@ class Sampler:
         _, row = self._impl.sample()
         return dict(zip(self.channels, row.tolist()))
 
-    # ``drain()`` for history, ``latest()`` for now, ``sample()`` for a one-off without a thread.
-
     @functools.cached_property
     def _row_layout(self) -> Tuple[Tuple[str, ...], Dict[str, int]]:
         return self.channels, {c: i for i, c in enumerate(self.channels)}
@@ -370,7 +373,7 @@ class Sampler:
         For code that wants "now" in a tight loop: the native backend copies the row the thread last
         published (a seqlock, csrc/engine/latest.hpp): no syscall, no lock, no drain, never waiting on the
         thread, and independent of ``drain()`` (the row stays in the ring for it). After ``stop()`` it
-        is the last row taken, until the next ``start()``. None in a forked child for an inherited
+        stays the last row taken. None in a forked child for an inherited
         Sampler (its rows are the parent's), as ``drain()`` returns no rows there.
         """
         return self._latest_reader()  # each backend answers None when inherited: no check on this hot path
