@@ -60,8 +60,9 @@ def bench_latest(cfg, sysprof) -> Dict[str, Any]:
         "method": ("public API on one running sampler (1 kHz); each call timed alone with perf_counter_ns "
                    "(the timer pair itself is `timer`); loop_mean = 10 loops of back-to-back calls, no timer "
                    "inside (on a busy machine it includes preemption); latest_reader_call = the one call "
-                   "latest() makes, without its Python method; wait_next = time.time_ns() at its return minus the row's timestamp_ns (taken "
-                   "before the row's files are read, so it includes the sample's own cost)"),
+                   "latest() makes, without its Python method; wait_next = time.time_ns() at its return "
+                   "minus the row's timestamp_ns (taken before the row's files are read, so it includes the "
+                   "sample's own cost)"),
         "latest": lat_us, "latest_loop_mean": dist(np.asarray(loop) / 1e3, "us"),
         "latest_reader_call": dist(np.asarray(raw) / 1e3, "us"), "timer": dist(np.asarray(timer) / 1e3, "us"),
         "sample": smp_us,
@@ -79,8 +80,8 @@ def print_latest(res) -> str:
     w = res["wait_next_latency"]
     return ("## Reading the present: latest() vs sample() (µs per call)\n\n"
             + table(["call", "per call: median (p99, IQR, n)", "loop mean (with preemption)"], rows)
-            + f"\n\n{res['channels']} channels ({', '.join(res['sources'])}), sampler running at 1 kHz, backend "
-              f"{res['backend']}; sample() / latest() = {fmt(res['sample_over_latest'])}×. wait_next(): "
+            + f"\n\n{res['channels']} channels ({', '.join(res['sources'])}), sampler running at 1 kHz, "
+              f"backend {res['backend']}; sample() / latest() = {fmt(res['sample_over_latest'])}×. wait_next(): "
               f"{fd(w)} µs from the row's timestamp to the return (informative; "
               f"{res['wait_next_rows_skipped']} rows skipped between calls)\n")
 

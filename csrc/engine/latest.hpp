@@ -58,12 +58,13 @@ class Latest {
     Slot& s = slots_[n & 1];
     uint64_t q = s.seq.load(std::memory_order_relaxed);
     s.seq.store(q + 1, std::memory_order_relaxed);  // odd: being written
-    s.words[0].store(n, std::memory_order_release);
-    s.words[1].store(uint64_t(wall_ns), std::memory_order_release);
-    for (size_t i = 0; i < width_; ++i) {
+    std::atomic<uint64_t>* w = s.words.get();  // locals: atomics make the compiler reload members
+    w[0].store(n, std::memory_order_release);
+    w[1].store(uint64_t(wall_ns), std::memory_order_release);
+    for (size_t i = 0, end = width_; i < end; ++i) {
       uint64_t bits;
       std::memcpy(&bits, &row[i], sizeof bits);
-      s.words[kHead + i].store(bits, std::memory_order_release);
+      w[kHead + i].store(bits, std::memory_order_release);
     }
     s.seq.store(q + 2, std::memory_order_release);
     published_.store(n, std::memory_order_seq_cst);
@@ -83,10 +84,11 @@ class Latest {
       const Slot& s = slots_[n & 1];
       uint64_t q0 = s.seq.load(std::memory_order_acquire);
       if (q0 & 1) continue;  // lapped: the writer is on this slot again; the other one is complete
-      uint64_t got = s.words[0].load(std::memory_order_acquire);
-      uint64_t wall = s.words[1].load(std::memory_order_acquire);
-      for (size_t i = 0; i < width_; ++i) {
-        uint64_t bits = s.words[kHead + i].load(std::memory_order_acquire);
+      const std::atomic<uint64_t>* w = s.words.get();
+      uint64_t got = w[0].load(std::memory_order_acquire);
+      uint64_t wall = w[1].load(std::memory_order_acquire);
+      for (size_t i = 0, end = width_; i < end; ++i) {
+        uint64_t bits = w[kHead + i].load(std::memory_order_acquire);
         std::memcpy(dst + i * sizeof bits, &bits, sizeof bits);
       }
       if (s.seq.load(std::memory_order_relaxed) != q0) continue;  // torn: retry on the newest
@@ -107,8 +109,8 @@ class Latest {
       if (count() > after) return Wait::row;
       int64_t left = kForever;
       if (timeout_ns >= 0) {
-        int64_t spent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-        left = timeout_ns - spent;
+        auto spent = std::chrono::steady_clock::now() - start;
+        left = timeout_ns - int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count());
         if (left <= 0) return Wait::timeout;
       }
       waiters_.fetch_add(1, std::memory_order_seq_cst);

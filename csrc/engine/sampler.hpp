@@ -114,9 +114,9 @@ class Sampler {
   // Thread-safe: concurrent callers are serialized.
   size_t drain(size_t max_rows, int64_t* ts, double* values);
   size_t buffered() const { return inherited() ? 0 : size_t(core_->ring.counts().buffered); }
-  // The newest row the thread took, copied into values (width doubles, any alignment) with its wall time: no lock, no
-  // syscall, independent of the ring. Returns its number (1 for the first row this Sampler took, as
-  // stats().taken counts), or 0 before the first row and when inherited (nothing is copied then).
+  // The newest row the thread took, copied into values (width doubles, any alignment) with its wall
+  // time: no lock, no syscall, independent of the ring. Returns its number (1 for the first row this
+  // Sampler took, as stats().taken counts), or 0 before the first row and when inherited (no copy).
   uint64_t latest(int64_t& wall_ns, void* values) const {
     return inherited() ? 0 : core_->latest.read(wall_ns, values);
   }

@@ -385,8 +385,9 @@ class Sampler:
         Returns at once when such a row is there already. Returns None after ``timeout`` seconds (None:
         no limit), and at once when the Sampler is not running: before ``start()``, when ``stop()`` is
         called (from another thread; the row stop() adds is not waited for) and for an inherited Sampler
-        in a forked child. Rows between two calls may be skipped: ``drain()`` has them all. The GIL is released while waiting (native: a futex; Ctrl-C is seen within 0.1 s),
-        and the sampling thread never waits on a caller.
+        in a forked child. Rows between two calls may be skipped: ``drain()`` has them all. The GIL is
+        released while waiting (native: a futex; Ctrl-C is seen within 0.1 s), and the sampling thread
+        never waits on a caller.
         """
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout >= 0):
