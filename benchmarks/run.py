@@ -8,6 +8,7 @@ Sections (issue 6):
   1 cost         per-sample cost per source and for the host set: native Sampler.sample() from Python (minus
                  the measured cost of an empty native call), the sampling thread's own cost, psutil reading the
                  same metrics, and the floor (a C loop that only preads the same /proc files)
+    latest       Sampler.latest() per call beside sample(), and wait_next()'s latency (issue 11)
     paced        the sampling thread's CPU per sample at 1 kHz against a paced C floor of the same files (issue 11),
                  interleaved pairs, with the breakdown (in/out of ticks; perf where available)
   2 interference a fixed pure-Python compute loop alone vs while sampling at 100 Hz, 1 kHz, 10 kHz, sysprof
@@ -50,10 +51,11 @@ from bench_markers import bench_marker, print_marker  # noqa: E402
 from bench_memory import bench_memory, bench_scaling, print_memory, print_scaling  # noqa: E402
 from bench_writer import bench_writer, print_writer  # noqa: E402
 from bench_kstat import bench_kstat, print_kstat  # noqa: E402
+from bench_latest import bench_latest, print_latest  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
-SECTIONS = ("cost", "paced", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
+SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -65,12 +67,14 @@ def config(quick: bool) -> Dict[str, Any]:
         return {"cost": (2, 300, 60, 300, 0.2), "interference": (7, 0.1), "timing": 1.0,
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
-                "marker": (20_000, 1), "kstat": (3000, 2)}
+                "marker": (20_000, 1), "kstat": (3000, 2),
+                "latest": (20_000, 300, 100)}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (15, 0.25), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
-            "marker": (100_000, 3), "kstat": (20_000, 4)}
+            "marker": (100_000, 3), "kstat": (20_000, 4),
+            "latest": (100_000, 2_000, 500)}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -133,7 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx: Dict[str, Any] = {}
     printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
-                "writer": print_writer, "kstat": print_kstat}
+                "writer": print_writer, "kstat": print_kstat, "latest": print_latest}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -150,7 +154,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "memory": lambda: bench_memory(cfg, sysprof, ctx),
                    "scaling": lambda: bench_scaling(cfg, sysprof, ctx),
                    "writer": lambda: bench_writer(cfg, sysprof, ctx),
-                   "kstat": lambda: bench_kstat(cfg)}
+                   "kstat": lambda: bench_kstat(cfg),
+                   "latest": lambda: bench_latest(cfg, sysprof)}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:

@@ -2,6 +2,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <structmember.h>
 
 #include <algorithm>
 #include <exception>
@@ -61,6 +62,141 @@ PyObject* new_array(std::initializer_list<py::ssize_t> shape, T*& data) {
   py::array_t<T> a{std::vector<py::ssize_t>(shape)};
   data = a.mutable_data();
   return a.release().ptr();
+}
+
+// The newest row's values as a new bytes object (nullptr and no error before the first row; nullptr with
+// MemoryError set when out of memory), its number and wall time. The GIL stays held: the copy is a few
+// hundred bytes and never waits on the sampling thread (engine/latest.hpp). Bytes, not an array: an
+// array costs more to make than the rest of the call (sampler.py's Row makes one on demand).
+PyObject* copy_latest(const Sampler& s, uint64_t& n, int64_t& wall) {
+  n = 0;
+  if (s.latest_number() == 0) return nullptr;
+  PyObject* raw = PyBytes_FromStringAndSize(nullptr, py::ssize_t(s.channels().size() * sizeof(double)));
+  if (raw) n = s.latest(wall, PyBytes_AS_STRING(raw));  // filled before anyone sees it
+  return raw;
+}
+
+// Sampler::latest() as None or (number, wall ns, bytes), for wait_next and the psutil-shaped path.
+py::object latest_tuple(const Sampler& s) {
+  uint64_t n;
+  int64_t wall = 0;
+  PyObject* raw = copy_latest(s, n, wall);
+  if (!raw) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return py::none();
+  }
+  return py::make_tuple(n, wall, py::reinterpret_steal<py::bytes>(raw));
+}
+
+// _native.RowData: the fields of sampler.py's Row (a Python subclass adds the Mapping methods), made by
+// the reader below without running Python code: seq, timestamp_ns (read-only), _raw (the values'
+// bytes), _layout (sampler.py's (channels, index)). Holds no container that can point back: no GC.
+struct RowData {
+  PyObject_HEAD
+  unsigned long long seq;
+  long long timestamp_ns;
+  PyObject* raw;
+  PyObject* layout;
+};
+
+void row_dealloc(PyObject* self) {
+  RowData* r = reinterpret_cast<RowData*>(self);
+  Py_XDECREF(r->raw);
+  Py_XDECREF(r->layout);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* row_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {  // RowData(seq, ts, raw, layout)
+  static const char* names[] = {"seq", "timestamp_ns", "raw", "layout", nullptr};
+  unsigned long long seq;
+  long long ts;
+  PyObject *raw, *layout;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "KLSO", const_cast<char**>(names), &seq, &ts, &raw, &layout))
+    return nullptr;
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  RowData* r = reinterpret_cast<RowData*>(self);
+  r->seq = seq;
+  r->timestamp_ns = ts;
+  Py_INCREF(raw);
+  r->raw = raw;
+  Py_INCREF(layout);
+  r->layout = layout;
+  return self;
+}
+
+PyMemberDef row_members[] = {
+    {"seq", T_ULONGLONG, offsetof(RowData, seq), READONLY, "the row's number (1 for the first row taken)"},
+    {"timestamp_ns", T_LONGLONG, offsetof(RowData, timestamp_ns), READONLY, "wall-clock ns since the epoch"},
+    {"_raw", T_OBJECT_EX, offsetof(RowData, raw), READONLY, "the values, float64 in native byte order"},
+    {"_layout", T_OBJECT_EX, offsetof(RowData, layout), READONLY, "(channels, channel -> column)"},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyTypeObject row_type = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "sysprof._native.RowData";
+  t.tp_basicsize = sizeof(RowData);
+  t.tp_dealloc = row_dealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_doc = "the fields of one published row (sysprof.sampling.sampler.Row adds the mapping)";
+  t.tp_members = row_members;
+  t.tp_new = row_new;
+  return t;
+}();
+
+// The reader a Sampler's latest() calls: a builtin function (METH_NOARGS, no pybind dispatch) bound to
+// (capsule of the Sampler*, the NativeSampler keeping it alive, the Row type, the layout).
+PyObject* read_latest(PyObject* bound, PyObject*) {
+  auto* s = static_cast<const Sampler*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(bound, 0), nullptr));
+  uint64_t n;
+  int64_t wall = 0;
+  PyObject* raw = copy_latest(*s, n, wall);
+  if (!raw) {
+    if (PyErr_Occurred()) return nullptr;
+    Py_RETURN_NONE;
+  }
+  auto* type = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(bound, 2));
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) {
+    Py_DECREF(raw);
+    return nullptr;
+  }
+  RowData* r = reinterpret_cast<RowData*>(self);
+  r->seq = n;
+  r->timestamp_ns = wall;
+  r->raw = raw;
+  r->layout = PyTuple_GET_ITEM(bound, 3);
+  Py_INCREF(r->layout);
+  return self;
+}
+PyMethodDef read_latest_def = {"latest", read_latest, METH_NOARGS, "the newest row as a Row, or None"};
+
+py::object latest_reader(py::object impl, py::object type, py::object layout) {
+  if (!PyType_Check(type.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()), &row_type))
+    throw py::type_error("the row type must be a subclass of _native.RowData");
+  Sampler* s = impl.cast<Sampler*>();
+  py::tuple bound = py::make_tuple(py::capsule(static_cast<void*>(s)), impl, type, layout);
+  PyObject* f = PyCFunction_New(&read_latest_def, bound.ptr());
+  if (!f) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(f);
+}
+
+// Sampler::wait_next() in slices with the GIL released, checking for signals (Ctrl-C) in between.
+// after < 0: the newest row's number now; timeout_s < 0: no limit. Plain C++ arguments: the frames a
+// thread ended at interpreter exit unwinds (see retake_gil) then own no Python object.
+py::object wait_next_row(Sampler& s, int64_t after, double timeout_s) {
+  uint64_t a = after < 0 ? s.latest_number() : uint64_t(after);
+  const int64_t kSliceNs = 100000000;
+  bool forever = timeout_s < 0;
+  int64_t left = forever ? 0 : int64_t(std::min(timeout_s, 1e9) * 1e9);
+  for (;;) {
+    int64_t slice = forever ? kSliceNs : std::min(left, kSliceNs);
+    auto r = without_gil([&s, a, slice] { return s.wait_next(a, slice); });
+    if (r == sysprof::Latest::Wait::row) return latest_tuple(s);
+    if (r == sysprof::Latest::Wait::stopped) return py::none();
+    if (!forever && (left -= slice) <= 0) return py::none();
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
 }
 
 }  // namespace
@@ -137,6 +273,9 @@ PYBIND11_MODULE(_native, m) {
             return py::make_tuple(ts, values);
           },
           py::arg("max_rows") = -1)
+      .def("latest", &latest_tuple)
+      .def("latest_reader", &latest_reader, py::arg("row_type"), py::arg("layout"))
+      .def("wait_next", &wait_next_row, py::arg("after") = -1, py::arg("timeout") = -1.0)
       .def_property_readonly("stats", [](const Sampler& s) {
         Sampler::Stats st = s.stats();
         py::dict d;
@@ -154,6 +293,8 @@ PYBIND11_MODULE(_native, m) {
         return d;
       });
 
+  if (PyType_Ready(&row_type) < 0) throw py::error_already_set();
+  m.add_object("RowData", py::handle(reinterpret_cast<PyObject*>(&row_type)));
   m.def("source_names", &sysprof::source_names, "the registered native sources (SYSPROF_SOURCE), sorted");
 
   // Test hook for tests/test_ranges.py: (rule names, violation or None per value, enforced values).

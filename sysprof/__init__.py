@@ -5,7 +5,7 @@ a thin Python layer drains it and speaks Composer's profiler API.
 """
 import sys as _sys
 
-from .sampling import Batch, Sampler, native_available
+from .sampling import Batch, Row, Sampler, native_available
 from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, Profiler, ProfilerAction, State,
                        SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces, profile)
 from .trace import chrome as chrome_trace
@@ -23,7 +23,7 @@ del _old, _new
 
 __version__ = "0.1.0"
 __all__ = [
-    "Batch", "Sampler", "native_available",
+    "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile", "SystemProfiler",
     "chrome_trace", "__version__",

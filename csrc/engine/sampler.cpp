@@ -309,6 +309,7 @@ void Sampler::stop() {
   std::lock_guard<std::mutex> life(life_mu_);
   if (!thread_) return;
   running_.store(false, std::memory_order_release);
+  core_->latest.wake_all();  // wait_next() callers return: not running
   Core& c = *core_;
   wake(c);
   c.collector.shutdown();  // e.g. NVML skips the devices left in this tick
@@ -416,6 +417,7 @@ void Sampler::run(Core& c) {
     int64_t wall = wall_now_ns();
     c.collector.sample(t0, c.row.data(), stopping ? Collector::kEvery : tick);
     c.ring.push(wall, c.row.data());
+    c.latest.publish(wall, c.row.data());
     int64_t t1 = mono_now_ns();
     c.cost.record(uint64_t(t1 - t0));
     last = t0;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/latest.hpp"
 #include "engine/ranges.hpp"
 #include "engine/ring.hpp"
 #include "sources/source.hpp"
@@ -128,6 +129,19 @@ class Sampler {
   size_t drain(size_t max_rows, int64_t* ts, double* values);
   size_t buffered() const { return inherited() ? 0 : size_t(core_->ring.counts().buffered); }
   size_t capacity() const { return core_->ring.capacity(); }
+  // The newest row the thread took, copied into values (width doubles, any alignment) with its wall
+  // time: no lock, no syscall, independent of the ring. Returns its number (1 for the first row this
+  // Sampler took, as stats().taken counts), or 0 before the first row and when inherited (no copy).
+  uint64_t latest(int64_t& wall_ns, void* values) const {
+    return inherited() ? 0 : core_->latest.read(wall_ns, values);
+  }
+  uint64_t latest_number() const { return inherited() ? 0 : core_->latest.count(); }
+  // Waits (futex on Linux) for a row numbered above `after`: row; timeout after timeout_ns (< 0: none);
+  // stopped, at once, when the Sampler is not running (inherited included) or stop() is called.
+  Latest::Wait wait_next(uint64_t after, int64_t timeout_ns) {
+    if (inherited()) return Latest::Wait::stopped;
+    return core_->latest.wait(after, timeout_ns, [this] { return running_.load(std::memory_order_acquire); });
+  }
 
   struct Stats {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
@@ -154,6 +168,7 @@ class Sampler {
     Collector collector;  // used by the thread only, while it runs
     Ring ring;
     std::vector<double> row;
+    Latest latest{collector.width()};  // the newest row, for latest() and wait_next()
     std::mutex mu;  // guards done (and, off Linux, the sleep on cv)
     std::condition_variable cv;  // off Linux: wakes the sleeping thread on stop
     std::condition_variable done_cv;  // the thread has returned from run()

@@ -7,11 +7,14 @@ chooses between them.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
+import struct
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -25,7 +28,7 @@ except ImportError as exc:  # extension not built, or built for another platform
     _native = None
     _NATIVE_ERROR = f"{type(exc).__name__}: {exc}"
 
-__all__ = ["Batch", "Sampler", "native_available"]
+__all__ = ["Batch", "Row", "Sampler", "native_available"]
 
 BACKENDS = ("auto", "native", "psutil")
 MIN_INTERVAL_S = 1e-6  # below this the thread would only spin and count missed deadlines
@@ -97,6 +100,63 @@ class Batch:
         except ValueError:
             raise KeyError(channel) from None
         return self.values[:, i]
+
+
+_unpack_double = struct.Struct("d").unpack_from
+
+
+class _RowData:
+    """Row's fields where the extension (and its _native.RowData, which latest() makes without running
+    Python code) is missing."""
+
+    __slots__ = ("seq", "timestamp_ns", "_raw", "_layout")
+
+    def __init__(self, seq: int, timestamp_ns: int, raw: bytes, layout) -> None:
+        self.seq, self.timestamp_ns, self._raw, self._layout = seq, timestamp_ns, raw, layout
+
+
+class Row(_RowData if _native is None else _native.RowData, Mapping):
+    """One row the sampling thread took, as ``Sampler.latest()`` and ``Sampler.wait_next()`` return it: a
+    read-only mapping channel -> float (``row["memory/used_bytes"]``; KeyError for an unknown channel).
+
+    Attributes:
+        seq: the row's number: 1 for the first row this Sampler's thread took, counting every row as
+            ``stats["taken"]`` does (restarts continue the count; rows dropped by a full ring count too).
+        timestamp_ns: wall-clock time (ns since the Unix epoch, as ``Batch.timestamps_ns``) of the row.
+        array: read-only float64 array of shape (len(channels),), in channel order (made on each access).
+        channels: the channel names, as ``Sampler.channels``.
+
+    It is built without copying the values into Python objects, so ``latest()`` stays cheap; a value is
+    unpacked when read. ``to_dict()`` gives a plain dict of all of them at once.
+    """
+
+    __slots__ = ()
+
+    @property
+    def channels(self) -> Tuple[str, ...]:
+        return self._layout[0]
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self._raw, dtype=np.float64)  # a view of immutable bytes: read-only
+
+    def __getitem__(self, channel: str) -> float:
+        return _unpack_double(self._raw, 8 * self._layout[1][channel])[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layout[0])
+
+    def __len__(self) -> int:
+        return len(self._layout[0])
+
+    def __contains__(self, channel: object) -> bool:
+        return channel in self._layout[1]
+
+    def to_dict(self) -> Dict[str, float]:
+        return dict(zip(self._layout[0], self.array.tolist()))
+
+    def __repr__(self) -> str:
+        return f"Row(seq={self.seq}, timestamp_ns={self.timestamp_ns}, {len(self)} channels)"
 
 
 def _keywords() -> Dict[str, bool]:
@@ -190,6 +250,11 @@ class Sampler:
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
+
+    Which read to use: ``drain()`` for history (every row since the last drain, oldest first);
+    ``latest()`` for now (the newest row the running thread took, a copy without a syscall, well under
+    a microsecond, leaving the ring to ``drain()``); ``wait_next()`` to block until the next row;
+    ``sample()`` for a one-off read of every file on the calling thread, without the thread.
     """
 
     __doc__ = __doc__.format(follows=", ".join(n for n, s in SOURCES.items() if s.follows_pid), sources=_sources_doc())
@@ -335,6 +400,56 @@ class Sampler:
             raise RuntimeError(_INHERITED)
         _, row = self._impl.sample()
         return dict(zip(self.channels, row.tolist()))
+
+    @functools.cached_property
+    def _row_layout(self) -> Tuple[Tuple[str, ...], Dict[str, int]]:
+        return self.channels, {c: i for i, c in enumerate(self.channels)}
+
+    @functools.cached_property
+    def _latest_reader(self):
+        """latest()'s one call: native, a builtin that copies the row into a new Row (no Python code runs)."""
+        if self.backend == "native":
+            return self._impl.latest_reader(Row, self._row_layout)
+        impl, layout = self._impl, self._row_layout
+
+        def read() -> Optional[Row]:
+            r = impl.latest()
+            return None if r is None else Row(*r, layout)
+        return read
+
+    def latest(self) -> Optional[Row]:
+        """The newest row the sampling thread took, as a ``Row`` (mapping channel -> float, with ``seq``,
+        ``timestamp_ns``, ``array``), or None before its first row.
+
+        For code that wants "now" in a tight loop: the native backend copies the row the thread last
+        published (a seqlock, csrc/engine/latest.hpp): no syscall, no lock, no drain, never waiting on the
+        thread, and independent of ``drain()`` (the row stays in the ring for it). After ``stop()`` it
+        stays the last row taken. None in a forked child for an inherited
+        Sampler (its rows are the parent's), as ``drain()`` returns no rows there.
+        """
+        return self._latest_reader()  # each backend answers None when inherited: no check on this hot path
+
+    def wait_next(self, timeout: Optional[float] = None, *, after: Optional[int] = None) -> Optional[Row]:
+        """Blocks until the thread takes a row newer than the one ``latest()`` returns at the call's
+        start (or numbered above ``after``, a ``Row.seq``), and returns the newest row, as ``latest()``.
+
+        Returns at once when such a row is there already. Returns None after ``timeout`` seconds (None:
+        no limit), and at once when the Sampler is not running: before ``start()``, when ``stop()`` is
+        called (from another thread; the row stop() adds is not waited for) and for an inherited Sampler
+        in a forked child. Rows between two calls may be skipped: ``drain()`` has them all. The GIL is
+        released while waiting (native: a futex; Ctrl-C is seen within 0.1 s), and the sampling thread
+        never waits on a caller.
+        """
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise ValueError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+            raise ValueError(f"after must be a non-negative integer (a Row.seq) or None, got {after!r}")
+        if self.inherited:
+            return None
+        r = self._impl.wait_next(-1 if after is None else min(after, 2**63 - 1),
+                                 -1.0 if timeout is None else float(timeout))
+        return None if r is None else Row(*r, self._row_layout)
 
     @property
     def stats(self) -> Dict[str, float]:

@@ -116,13 +116,18 @@ class PsutilSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._latest: Optional[Tuple[int, int, bytes]] = None  # (seq, wall ns, values' bytes), swapped whole
+        self._new_row = threading.Condition(self._lock)  # wait_next(): a row was published, or stop()
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
-        """The sampling thread is not in a forked child and may have held the lock: start over unlocked."""
+        """The sampling thread is not in a forked child and may have held the lock: start over unlocked.
+        The parent's rows are not the child's: latest() is None there."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
+        self._latest = None
+        self._new_row = threading.Condition(self._lock)
 
     def _open_readers(self):
         """(name, channel names, read function) per usable source; a failing one is left out."""
@@ -338,6 +343,8 @@ class PsutilSampler:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._new_row:  # wait_next() callers return None
+            self._new_row.notify_all()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -365,6 +372,8 @@ class PsutilSampler:
                     i = self._head % self._capacity
                     self._ts[i], self._values[i] = wall, row
                     self._head += 1
+                self._latest = (self._head + self._dropped, wall, row.tobytes())  # seq counts as stats' taken
+                self._new_row.notify_all()
             t1 = time.monotonic_ns()
             self._costs.append(t1 - t0)
             if len(self._costs) > 100000:
@@ -381,6 +390,26 @@ class PsutilSampler:
     def sample(self) -> Tuple[int, np.ndarray]:
         wall = time.time_ns()
         return wall, self._row(self._sync, time.monotonic_ns())
+
+    def latest(self) -> Optional[Tuple[int, int, bytes]]:
+        return self._latest  # one tuple, replaced whole by the thread: no lock needed
+
+    def wait_next(self, after: int, timeout: float) -> Optional[Tuple[int, int, bytes]]:
+        """As the native wait_next: a row numbered above ``after`` (< 0: the latest's), or None after
+        ``timeout`` s (< 0: no limit) or when not running (stop() notifies)."""
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        with self._new_row:
+            last = self._latest
+            after = (last[0] if last else 0) if after < 0 else after
+            while True:
+                if self._stop.is_set() or not self.running:  # first, as the native: stopping gives None
+                    return None
+                if self._latest is not None and self._latest[0] > after:
+                    return self._latest
+                left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())  # re-checks running
+                if left <= 0:
+                    return None
+                self._new_row.wait(left)
 
     def drain(self, max_rows: int) -> Tuple[np.ndarray, np.ndarray]:
         with self._lock:
