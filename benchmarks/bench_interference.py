@@ -28,6 +28,7 @@ BUSY_PRIMARY = ("none", "sysprof@1000")
 BUSY_SECONDARY = ("empty@1000",)  # a control: the native thread's 1 kHz wake-ups with no source
 SECONDARY_EVERY = 5
 SETTLE_S = 0.02
+QUIET_OTHER_CORES = 0.25  # other processes' load above which the quiet phase is marked "not quiet"
 
 
 def _work(n: int) -> int:
@@ -38,15 +39,16 @@ def _work(n: int) -> int:
     return acc
 
 
-def _calibrate(seconds: float) -> int:
-    """Iterations of _work that take ``seconds`` here (3 % over, so that a loop is not shorter than asked)."""
+def _calibrate(seconds: float, clock: Callable[[], float] = time.thread_time) -> int:
+    """Iterations of _work that take ``seconds`` (5 % over) on ``clock``: by default the main thread's CPU
+    time, so that the loop's wall time is at least that whatever else runs."""
     n = 50_000
     while True:
-        t0 = time.perf_counter()
+        c0 = clock()
         _work(n)
-        dt = time.perf_counter() - t0
+        dt = clock() - c0
         if dt > min(1.0, seconds / 2):
-            return max(1000, int(1.03 * n * seconds / dt))
+            return max(1000, int(1.05 * n * seconds / dt))
         n *= 2
 
 
@@ -174,7 +176,8 @@ def _loop(n: int, run: Optional[_Running] = None) -> Dict[str, Any]:
         m["run_delay_pct"] = 100.0 * rd / wall
         m["waiting_pct"] = max(0.0, 100.0 * (wall - m["cpu"] - rd) / wall)
     if s0 and s1:
-        m["sampler_cpu_s_per_s"] = (s1[0] - s0[0]) / 1e9 / wall
+        m["sampler_cpu_s"] = (s1[0] - s0[0]) / 1e9
+        m["sampler_cpu_s_per_s"] = m["sampler_cpu_s"] / wall
         m["sampler_run_delay_s_per_s"] = (s1[1] - s0[1]) / 1e9 / wall
     return m
 
@@ -202,6 +205,8 @@ def _phase(sysprof, n: int, loop_s: float, labels: Sequence[str], ctx_rows: Opti
                 if ctx_rows is not None and run.rate == 1000 and ts.size > 2:
                     ctx_rows += (np.abs(np.diff(ts) - 1e6) / 1e3).tolist()
             c["window_taken"].append(m["samples"])
+            if m.get("sampler_cpu_s") is not None and m["samples"] > 0:
+                m["sampler_cpu_us_per_sample"] = 1e6 * m["sampler_cpu_s"] / m["samples"]
             # deadlines in the loop's window: at most floor(window / interval) + 1
             c["window_asked"].append(math.floor((m["t1_ns"] - m["t0_ns"]) / (run.interval * 1e9)) + 1)
             slots.append((lab, m))
@@ -225,6 +230,7 @@ def _figures(slots, label: str) -> Dict[str, Any]:
     if any(m.get("sampler_cpu_s_per_s") is not None for m in own):
         out["sampler_cpu_s_per_s"] = dist(per_loop("sampler_cpu_s_per_s"), "CPU s per s")
         out["sampler_run_delay_s_per_s"] = dist(per_loop("sampler_run_delay_s_per_s"), "s per s")
+        out["sampler_cpu_us_per_sample"] = dist(per_loop("sampler_cpu_us_per_sample"), "us")
     return out
 
 
@@ -239,9 +245,6 @@ def _config_figures(slots, counts, label: str) -> Dict[str, Any]:
               "deadlines_hit_percent_pooled": 100.0 * wt / wa if wa else None,
               "deadlines_hit_percent_per_trial": dist(
                   [100.0 * t / a for t, a in zip(c["window_taken"], c["window_asked"]) if a > 0], "%")})
-    rate = int(label.split("@")[1])
-    if r.get("sampler_cpu_s_per_s", {}).get("median") is not None:
-        r["sampler_cpu_us_per_sample"] = 1e6 * r["sampler_cpu_s_per_s"]["median"] / rate
     return r
 
 
@@ -265,21 +268,23 @@ def _run_phase(sysprof, n: int, loop_s: float, primary: Sequence[str], secondary
 
 
 METHOD = (
-    "a fixed pure-Python loop (arithmetic holding the GIL; calibrated to {loop_s:g} s alone, separately for each "
-    "phase) run in interleaved slots A B A B ... A, where A is the loop alone and B the loop with one sampler "
-    "running (started, and its first sample taken, before the loop; stopped after it) or, for 'none', the loop "
-    "alone again; every slot sleeps {settle_ms:g} ms before its loop. Each B is compared with the mean of the two "
-    "A's beside it (wall time: slowdown % = 100 (B / mean A - 1); run delay: B - mean A in percentage points); "
-    "'none' pairs measure the machine's own noise the same way in the same run. The B order is rotated each "
-    "round; 100 Hz, 10 kHz and empty@1000 run every {every}th round only. Run delay = the main thread's time "
-    "runnable but waiting for a CPU (field 2 of /proc/thread-self/schedstat) over the loop's wall time: the "
-    "sampler's direct interference. Waiting = wall - CPU - run delay (off a CPU and not runnable: the GIL, for "
-    "the seed's Python thread). Sampler CPU = its thread's field 1 of /proc/self/task/TID/schedstat over the "
-    "loop (the native thread is named 'sysprof'). Quiet phase: nothing added; busy phase: one pure-Python "
-    "spinning process per core, so that the sampler's CPU is taken from someone; there empty@1000 is a control, "
-    "the native thread's 1 kHz wake-ups with every source off. sysprof samples the {sampler_set} "
-    "(bench_util.metric_sets); the seed is psutil in a Python thread with time.sleep(interval). Deadlines hit = "
-    "samples timestamped within the loop / (floor(loop / interval) + 1)")
+    "a fixed pure-Python loop (arithmetic holding the GIL), calibrated to {loop_s:g} s of the main thread's CPU "
+    "time so that it lasts at least that (in the busy phase to {loop_s:g} s of wall time beside the spinners, "
+    "measured over 1 s: about that, as the others' load allows), in interleaved slots A B A B ... A: "
+    "A is the loop alone, B the loop with one sampler running (started, and its first sample taken, before the "
+    "loop; stopped after it) or, for 'none', the loop alone again; every slot sleeps {settle_ms:g} ms before "
+    "its loop. Each B is compared with the mean of the two A's beside it (wall time: slowdown % = "
+    "100 (B / mean A - 1); run delay: B - mean A, in percentage points); 'none' pairs measure the machine's own "
+    "noise the same way in the same run. The B order is rotated each round; 100 Hz, 10 kHz and empty@1000 run "
+    "every {every}th round only. Run delay = the main thread's time runnable but waiting for a CPU (field 2 of "
+    "/proc/thread-self/schedstat) over the loop's wall time: the sampler's direct interference. Waiting = "
+    "wall - CPU - run delay (off a CPU and not runnable: the GIL, for the seed's Python thread). Sampler CPU = "
+    "its thread's field 1 of /proc/self/task/TID/schedstat over the loop (the native thread is named "
+    "'sysprof'), per second and per sample taken. Quiet phase: no load added; busy phase: one pure-Python "
+    "spinning process per core, so that the sampler's CPU is taken from someone; there empty@1000 is a "
+    "control, the native thread's 1 kHz wake-ups with every source off. sysprof samples the {sampler_set} "
+    "(bench_util.metric_sets); the seed is psutil in a Python thread with time.sleep(interval). Deadlines hit "
+    "= samples timestamped within the loop / (floor(loop / interval) + 1)")
 
 
 def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
@@ -289,11 +294,15 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
     meets = loop_s >= PROTOCOL_LOOP_S and pairs >= PROTOCOL_PAIRS
     _work(100_000)  # warm
     busy_dev: List[float] = []
-    quiet = _run_phase(sysprof, _calibrate(loop_s), loop_s, QUIET_PRIMARY, QUIET_SECONDARY, pairs, busy_dev)
+    n = _calibrate(loop_s)
+    quiet = _run_phase(sysprof, n, loop_s, QUIET_PRIMARY, QUIET_SECONDARY, pairs, busy_dev)
     ncpu = os.cpu_count() or 1
     with Spinners(ncpu) as sp:
         ours = lambda: self_cpu_seconds() + sp.cpu_seconds()  # noqa: E731
-        busy = _run_phase(sysprof, _calibrate(loop_s), loop_s, BUSY_PRIMARY, BUSY_SECONDARY, pairs, None, ours)
+        # calibrated on the wall clock beside the spinners: on CPU time the loop would last loop_s / (the main
+        # thread's share of a core), unbounded when other processes take the machine
+        busy = _run_phase(sysprof, _calibrate(loop_s, time.perf_counter), loop_s, BUSY_PRIMARY, BUSY_SECONDARY,
+                          pairs, None, ours)
         busy["spinners"] = ncpu
         busy["spinners_running_at_end"] = sp.running()
     ctx["busy_period_dev_us"] = busy_dev
@@ -337,10 +346,11 @@ def _phase_table(ph) -> str:
         rows.append([name, r["pairs"], _iqr(r["run_delay_percent"]), _iqr(r["run_delay_added_pp"]),
                      _iqr(noise["run_delay_added_pp"]), _iqr(r["slowdown_percent"]), _iqr(noise["slowdown_percent"]),
                      _iqr(r["cpu_time_slowdown_percent"]), _iqr(r["waiting_percent"]),
-                     _iqr(r.get("sampler_cpu_s_per_s"), 100.0), "-" if dh is None else fmt(dh)])
+                     _iqr(r.get("sampler_cpu_s_per_s"), 100.0), _iqr(r.get("sampler_cpu_us_per_sample")),
+                     "-" if dh is None else fmt(dh)])
     return table(["sampler@Hz", "pairs", "main run delay % of loop", "run delay added (pp)", "noise (pp)",
                   "wall slowdown %", "noise: A vs A %", "main CPU-time change %", "main waiting (not runnable) %",
-                  "sampler thread % of a core", "deadlines hit %"], rows)
+                  "sampler thread % of a core", "sampler CPU µs per sample", "deadlines hit %"], rows)
 
 
 def print_interference(res) -> str:
@@ -354,12 +364,15 @@ def print_interference(res) -> str:
         head += (f"\n**Short run: loops of {fmt(p['loop_seconds'])} s and {p['pairs']} pairs, below the protocol's "
                  f"≥ {fmt(p['protocol_loop_seconds'])} s and ≥ {p['protocol_pairs']} pairs: indicative only.**\n")
     out = [head]
-    for title, ph in (("Quiet machine (nothing added)", q),
+    for title, ph in (("Quiet: no load added by the benchmark", q),
                       (f"Every core busy ({b.get('spinners')} spinning processes, one per core)", b)):
         out.append(f"### {title}\n\nloop alone: {_iqr(ph['alone_seconds'])} s ({ph['work_iterations']:,} "
                    f"iterations), main run delay alone {_iqr(ph['alone_run_delay_percent'])} % of loop; other "
                    f"processes kept {fmt(ph['other_processes_cores'])} of {os.cpu_count()} cores busy "
-                   f"(this process{' and the spinners' if ph is b else ''} excluded)\n\n" + _phase_table(ph) + "\n")
+                   f"(this process{' and the spinners' if ph is b else ''} excluded)"
+                   + (" — **not quiet**: the figures include their competition for the CPUs" if ph is q and
+                      (ph["other_processes_cores"] or 0) > QUIET_OTHER_CORES else "")
+                   + "\n\n" + _phase_table(ph) + "\n")
     s = res["summary"]
     bc = s.get("busy_sampler_cpu_s_per_s_1khz") or {}
     out.append(
@@ -369,7 +382,7 @@ def print_interference(res) -> str:
         f"noise {_iqr(s['quiet_noise_percent'])} %. Every core busy: wall slowdown "
         f"{_iqr(s['busy_slowdown_percent_1khz'])} % vs noise {_iqr(s['busy_noise_percent'])} %; the price, the "
         f"sampler thread's CPU: {_iqr(bc, 1e3)} ms per s ({_iqr(bc, 100.0)} % of a core; "
-        f"{fmt(b['configs']['sysprof@1000'].get('sampler_cpu_us_per_sample'))} µs per sample).\n")
+        f"{_iqr(b['configs']['sysprof@1000'].get('sampler_cpu_us_per_sample'))} µs per sample taken).\n")
     return "\n".join(out)
 
 
