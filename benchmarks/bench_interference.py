@@ -104,7 +104,7 @@ class _Running:
     """One sampler for one B slot: started (and its first sample taken) before the loop, stopped after it.
     ``tid`` is its thread (the native thread is named "sysprof"), ``count()`` the samples taken so far."""
 
-    def __init__(self, sysprof, config: str, loop_s: float) -> None:
+    def __init__(self, sysprof, config: str, slot_s: float) -> None:
         kind, rate = config.split("@")
         self.kind, self.rate, self.interval = kind, int(rate), 1.0 / int(rate)
         self.tid: Optional[int] = None
@@ -114,9 +114,9 @@ class _Running:
             # "empty": the same native thread and wake-ups with no source (a control: the wake-ups alone)
             flags = {name: f for name, _, f, _, _ in metric_sets()}[SAMPLER_SET] if kind == "sysprof" else NO_SOURCES
             before = set(tids_named("sysprof"))
-            # rows for the whole slot, so that nothing is dropped (first-touch page faults included, as in a
-            # user's first seconds); not drained during the loop
-            cap = int(1.2 * (loop_s + 1.0) * self.rate) + 256
+            # rows for the whole slot (slot_s: how long it is expected to last), so that nothing is dropped
+            # (first-touch page faults included, as in a user's first seconds); not drained during the loop
+            cap = int(1.5 * (slot_s + 1.0) * self.rate) + 256
             self.s = sysprof.Sampler(interval=self.interval, capacity=cap, **flags)
             self.s.start()
             self._wait(lambda: self.s.stats["taken"] >= 1)
@@ -137,16 +137,15 @@ class _Running:
     def count(self) -> int:
         return self.s.count if self.kind == "seed" else int(self.s.stats["taken"])
 
-    def stop(self) -> Tuple[int, int]:
-        """Stops it; (samples taken, deadlines from start() to stop())."""
+    def stop(self) -> Tuple[int, int, int]:
+        """Stops it; (samples taken, deadlines from start() to stop(), rows dropped for want of room)."""
         self.s.stop()
         elapsed = time.perf_counter() - self.t_start
-        if self.kind != "seed":
-            got = int(self.s.stats["taken"])
-            self.rows = self.s.drain().timestamps_ns
-        else:
-            got = self.s.count
-        return got, math.floor(elapsed / self.interval)
+        if self.kind == "seed":
+            return self.s.count, math.floor(elapsed / self.interval), 0
+        st = self.s.stats
+        self.rows = self.s.drain().timestamps_ns
+        return int(st["taken"]), math.floor(elapsed / self.interval), int(st.get("dropped") or 0)
 
 
 def _loop(n: int, run: Optional[_Running] = None) -> Dict[str, Any]:
@@ -182,7 +181,7 @@ def _loop(n: int, run: Optional[_Running] = None) -> Dict[str, Any]:
     return m
 
 
-def _phase(sysprof, n: int, loop_s: float, labels: Sequence[str], ctx_rows: Optional[List[float]] = None
+def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float]] = None
            ) -> Tuple[List[Tuple[str, Dict[str, Any]]], Dict[str, Dict[str, List[float]]]]:
     """A B A B ... A over ``labels`` (the B slots in order); the slots, and per config the samplers' counts."""
     slots = [(A, _loop(n))]
@@ -191,14 +190,16 @@ def _phase(sysprof, n: int, loop_s: float, labels: Sequence[str], ctx_rows: Opti
         if lab == "none":
             slots.append((lab, _loop(n)))
         else:
-            run = _Running(sysprof, lab, loop_s)
+            run = _Running(sysprof, lab, 2.0 * slots[-1][1]["wall"])  # twice the last loop alone
             try:
                 m = _loop(n, run)
             finally:
-                taken, asked = run.stop()
-            c = counts.setdefault(lab, {"taken": [], "asked": [], "window_taken": [], "window_asked": []})
+                taken, asked, dropped = run.stop()
+            c = counts.setdefault(lab, {"taken": [], "asked": [], "window_taken": [], "window_asked": [],
+                                        "dropped": []})
             c["taken"].append(taken)
             c["asked"].append(asked)
+            c["dropped"].append(dropped)
             if run.rows is not None:  # rows timestamped within the loop
                 ts = run.rows
                 m["samples"] = int(np.count_nonzero((ts >= m["t0_ns"]) & (ts <= m["t1_ns"])))
@@ -236,26 +237,26 @@ def _figures(slots, label: str) -> Dict[str, Any]:
 
 def _config_figures(slots, counts, label: str) -> Dict[str, Any]:
     r = _figures(slots, label)
-    c = counts.get(label) or {"taken": [], "asked": [], "window_taken": [], "window_asked": []}
+    c = counts.get(label) or {"taken": [], "asked": [], "window_taken": [], "window_asked": [], "dropped": []}
     wt, wa = sum(c["window_taken"]), sum(c["window_asked"])
     r.update({"taken": dist(c["taken"], "samples"), "asked": dist(c["asked"], "samples"),
               "taken_percent_of_asked": dist([100.0 * t / a for t, a in zip(c["taken"], c["asked"]) if a > 0], "%"),
               "taken_percent_pooled": 100.0 * sum(c["taken"]) / sum(c["asked"]) if sum(c["asked"]) else None,
-              "samples_in_window": int(wt), "deadlines_in_window": int(wa),
+              "samples_in_window": int(wt), "deadlines_in_window": int(wa), "rows_dropped": int(sum(c["dropped"])),
               "deadlines_hit_percent_pooled": 100.0 * wt / wa if wa else None,
               "deadlines_hit_percent_per_trial": dist(
                   [100.0 * t / a for t, a in zip(c["window_taken"], c["window_asked"]) if a > 0], "%")})
     return r
 
 
-def _run_phase(sysprof, n: int, loop_s: float, primary: Sequence[str], secondary: Sequence[str], pairs: int,
+def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str], pairs: int,
                ctx_rows: Optional[List[float]] = None, ours: Callable[[], float] = self_cpu_seconds
                ) -> Dict[str, Any]:
     """Runs one phase; its figures: the loop alone, the noise (A vs A) and each config. ``ours``: the CPU
     seconds of what this benchmark runs (left out of the other processes' load)."""
     labels = schedule(primary, secondary, pairs, SECONDARY_EVERY)
     mach0, self0, t0 = machine_cpu_seconds(), ours(), time.monotonic()
-    slots, counts = _phase(sysprof, n, loop_s, labels, ctx_rows)
+    slots, counts = _phase(sysprof, n, labels, ctx_rows)
     mach1, self1, t1 = machine_cpu_seconds(), ours(), time.monotonic()
     return {"work_iterations": n, "phase_seconds": t1 - t0, "order": labels,
             "other_processes_cores": other_cores(mach0, mach1, self1 - self0, t1 - t0),
@@ -295,14 +296,14 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
     _work(100_000)  # warm
     busy_dev: List[float] = []
     n = _calibrate(loop_s)
-    quiet = _run_phase(sysprof, n, loop_s, QUIET_PRIMARY, QUIET_SECONDARY, pairs, busy_dev)
+    quiet = _run_phase(sysprof, n, QUIET_PRIMARY, QUIET_SECONDARY, pairs, busy_dev)
     ncpu = os.cpu_count() or 1
     with Spinners(ncpu) as sp:
         ours = lambda: self_cpu_seconds() + sp.cpu_seconds()  # noqa: E731
         # calibrated on the wall clock beside the spinners: on CPU time the loop would last loop_s / (the main
         # thread's share of a core), unbounded when other processes take the machine
-        busy = _run_phase(sysprof, _calibrate(loop_s, time.perf_counter), loop_s, BUSY_PRIMARY, BUSY_SECONDARY,
-                          pairs, None, ours)
+        busy = _run_phase(sysprof, _calibrate(loop_s, time.perf_counter), BUSY_PRIMARY, BUSY_SECONDARY, pairs,
+                          None, ours)
         busy["spinners"] = ncpu
         busy["spinners_running_at_end"] = sp.running()
     ctx["busy_period_dev_us"] = busy_dev
@@ -348,9 +349,11 @@ def _phase_table(ph) -> str:
                      _iqr(r["cpu_time_slowdown_percent"]), _iqr(r["waiting_percent"]),
                      _iqr(r.get("sampler_cpu_s_per_s"), 100.0), _iqr(r.get("sampler_cpu_us_per_sample")),
                      "-" if dh is None else fmt(dh)])
+    dropped = {name: r["rows_dropped"] for name, r in ph["configs"].items() if r.get("rows_dropped")}
+    note = f"\n\nrows dropped for want of ring room (figures for those trials undercount): {dropped}" if dropped else ""
     return table(["sampler@Hz", "pairs", "main run delay % of loop", "run delay added (pp)", "noise (pp)",
                   "wall slowdown %", "noise: A vs A %", "main CPU-time change %", "main waiting (not runnable) %",
-                  "sampler thread % of a core", "sampler CPU µs per sample", "deadlines hit %"], rows)
+                  "sampler thread % of a core", "sampler CPU µs per sample", "deadlines hit %"], rows) + note
 
 
 def print_interference(res) -> str:
