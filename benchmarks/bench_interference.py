@@ -381,8 +381,9 @@ def print_interference(res) -> str:
     out.append(
         f"sysprof at 1 kHz, quiet: main run delay {_iqr(s['quiet_run_delay_percent_1khz'])} % of loop time, alone "
         f"{_iqr(s['quiet_run_delay_percent_alone'])} %: added {_iqr(s['quiet_run_delay_added_pp_1khz'])} pp "
-        f"(goal ≤ 0.1 % of its time) vs noise {_iqr(s['quiet_run_delay_added_pp_noise'])} pp; wall slowdown {_iqr(s['quiet_slowdown_percent_1khz'])} % vs "
-        f"noise {_iqr(s['quiet_noise_percent'])} %. Every core busy: wall slowdown "
+        f"(goal ≤ 0.1 % of its time) vs noise {_iqr(s['quiet_run_delay_added_pp_noise'])} pp; wall slowdown "
+        f"{_iqr(s['quiet_slowdown_percent_1khz'])} % vs noise {_iqr(s['quiet_noise_percent'])} %. Every core busy: "
+        f"wall slowdown "
         f"{_iqr(s['busy_slowdown_percent_1khz'])} % vs noise {_iqr(s['busy_noise_percent'])} %; the price, the "
         f"sampler thread's CPU: {_iqr(bc, 1e3)} ms per s ({_iqr(bc, 100.0)} % of a core; "
         f"{_iqr(b['configs']['sysprof@1000'].get('sampler_cpu_us_per_sample'))} µs per sample taken).\n")
