@@ -181,18 +181,27 @@ def _loop(n: int, run: Optional[_Running] = None) -> Dict[str, Any]:
     return m
 
 
-def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float]] = None
+def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float]] = None,
+           ours: Callable[[], float] = self_cpu_seconds
            ) -> Tuple[List[Tuple[str, Dict[str, Any]]], Dict[str, Dict[str, List[float]]]]:
-    """A B A B ... A over ``labels`` (the B slots in order); the slots, and per config the samplers' counts."""
-    slots = [(A, _loop(n))]
+    """A B A B ... A over ``labels`` (the B slots in order); the slots, and per config the samplers' counts.
+    Each slot also records the cores the other processes kept busy meanwhile (``ours``: our CPU seconds)."""
+
+    def loop(run: Optional[_Running] = None) -> Dict[str, Any]:
+        mach0, self0, t0 = machine_cpu_seconds(), ours(), time.monotonic()
+        m = _loop(n, run)
+        m["other_cores"] = other_cores(mach0, machine_cpu_seconds(), ours() - self0, time.monotonic() - t0)
+        return m
+
+    slots = [(A, loop())]
     counts: Dict[str, Dict[str, List[float]]] = {}
     for lab in labels:
         if lab == "none":
-            slots.append((lab, _loop(n)))
+            slots.append((lab, loop()))
         else:
             run = _Running(sysprof, lab, 2.0 * slots[-1][1]["wall"])  # twice the last loop alone
             try:
-                m = _loop(n, run)
+                m = loop(run)
             finally:
                 taken, asked, dropped = run.stop()
             c = counts.setdefault(lab, {"taken": [], "asked": [], "window_taken": [], "window_asked": [],
@@ -211,7 +220,7 @@ def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float
             # deadlines in the loop's window: at most floor(window / interval) + 1
             c["window_asked"].append(math.floor((m["t1_ns"] - m["t0_ns"]) / (run.interval * 1e9)) + 1)
             slots.append((lab, m))
-        slots.append((A, _loop(n)))
+        slots.append((A, loop()))
     return slots, counts
 
 
@@ -256,7 +265,7 @@ def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str]
     seconds of what this benchmark runs (left out of the other processes' load)."""
     labels = schedule(primary, secondary, pairs, SECONDARY_EVERY)
     mach0, self0, t0 = machine_cpu_seconds(), ours(), time.monotonic()
-    slots, counts = _phase(sysprof, n, labels, ctx_rows)
+    slots, counts = _phase(sysprof, n, labels, ctx_rows, ours)
     mach1, self1, t1 = machine_cpu_seconds(), ours(), time.monotonic()
     return {"work_iterations": n, "phase_seconds": t1 - t0, "order": labels,
             "other_processes_cores": other_cores(mach0, mach1, self1 - self0, t1 - t0),
@@ -264,6 +273,9 @@ def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str]
             "alone_run_delay_percent": dist([m["run_delay_pct"] for lab, m in slots
                                              if lab == A and "run_delay_pct" in m], "% of loop wall time"),
             "noise": _figures(slots, "none"),
+            # every slot in run order: label, wall s, main CPU s, main run delay %, sampler CPU s/s, other cores
+            "slots": [[lab, m["wall"], m["cpu"], m.get("run_delay_pct"), m.get("sampler_cpu_s_per_s"),
+                       m.get("other_cores")] for lab, m in slots],
             "configs": {lab: _config_figures(slots, counts, lab) for lab in list(primary) + list(secondary)
                         if lab != "none"}}
 
