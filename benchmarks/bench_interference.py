@@ -187,11 +187,13 @@ def _loop(n: int, run: Optional[_Running] = None) -> Dict[str, Any]:
     return m
 
 
-def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float]] = None,
+def _phase(sysprof, n: int, labels: Sequence[str], min_s: float, ctx_rows: Optional[List[float]] = None,
            ours: Callable[[], float] = self_cpu_seconds
-           ) -> Tuple[List[Tuple[str, Dict[str, Any]]], Dict[str, Dict[str, List[float]]]]:
-    """A B A B ... A over ``labels`` (the B slots in order); the slots, and per config the samplers' counts.
-    Each slot also records the cores the other processes kept busy meanwhile (``ours``: our CPU seconds)."""
+           ) -> Tuple[int, List[Tuple[str, Dict[str, Any]]], Dict[str, Dict[str, List[float]]]]:
+    """A B A B ... A over ``labels`` (the B slots in order); the loop's iterations, the slots, and per config
+    the samplers' counts. A first A shorter than ``min_s`` is run again with n scaled to 1.1 min_s (at most 3
+    times) before the pairs start. Each slot also records the cores the other processes kept busy meanwhile
+    (``ours``: our CPU seconds)."""
 
     def loop(run: Optional[_Running] = None) -> Dict[str, Any]:
         mach0, self0, t0 = machine_cpu_seconds(), ours(), time.monotonic()
@@ -199,7 +201,13 @@ def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float
         m["other_cores"] = other_cores(mach0, machine_cpu_seconds(), ours() - self0, time.monotonic() - t0)
         return m
 
-    slots = [(A, loop())]
+    first = loop()
+    for _ in range(3):
+        if first["wall"] >= min_s:
+            break
+        n = int(n * 1.1 * min_s / first["wall"]) + 1
+        first = loop()
+    slots = [(A, first)]
     counts: Dict[str, Dict[str, List[float]]] = {}
     for lab in labels:
         if lab == "none":
@@ -227,7 +235,7 @@ def _phase(sysprof, n: int, labels: Sequence[str], ctx_rows: Optional[List[float
             c["window_asked"].append(math.floor((m["t1_ns"] - m["t0_ns"]) / (run.interval * 1e9)) + 1)
             slots.append((lab, m))
         slots.append((A, loop()))
-    return slots, counts
+    return n, slots, counts
 
 
 def _figures(slots, label: str) -> Dict[str, Any]:
@@ -264,14 +272,14 @@ def _config_figures(slots, counts, label: str) -> Dict[str, Any]:
     return r
 
 
-def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str], pairs: int,
+def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str], pairs: int, min_s: float,
                ctx_rows: Optional[List[float]] = None, ours: Callable[[], float] = self_cpu_seconds
                ) -> Dict[str, Any]:
     """Runs one phase; its figures: the loop alone, the noise (A vs A) and each config. ``ours``: the CPU
     seconds of what this benchmark runs (left out of the other processes' load)."""
     labels = schedule(primary, secondary, pairs, SECONDARY_EVERY)
     mach0, self0, t0 = machine_cpu_seconds(), ours(), time.monotonic()
-    slots, counts = _phase(sysprof, n, labels, ctx_rows, ours)
+    n, slots, counts = _phase(sysprof, n, labels, min_s, ctx_rows, ours)
     mach1, self1, t1 = machine_cpu_seconds(), ours(), time.monotonic()
     return {"work_iterations": n, "phase_seconds": t1 - t0, "order": labels,
             "other_processes_cores": other_cores(mach0, mach1, self1 - self0, t1 - t0),
@@ -288,8 +296,9 @@ def _run_phase(sysprof, n: int, primary: Sequence[str], secondary: Sequence[str]
 
 METHOD = (
     "a fixed pure-Python loop (arithmetic holding the GIL), sized to last {loop_s:g} s at the fastest of 5 short "
-    "runs, so that it lasts at least that (in the busy phase ncpu / (ncpu + 1) of it, the main thread's fair "
-    "share beside the spinners: about {loop_s:g} s when nothing else runs), in interleaved slots A B A B ... A: "
+    "runs (in the busy phase ncpu / (ncpu + 1) of it, the main thread's fair share beside the spinners) and "
+    "grown if the phase's first A is shorter than {loop_s:g} s (this machine's speed varies by tens of % from "
+    "one second to the next), in interleaved slots A B A B ... A: "
     "A is the loop alone, B the loop with one sampler running (started, and its first sample taken, before the "
     "loop; stopped after it) or, for 'none', the loop alone again; every slot sleeps {settle_ms:g} ms before "
     "its loop. Each B is compared with the mean of the two A's beside it (wall time: slowdown % = "
@@ -314,14 +323,15 @@ def bench_interference(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
     _work(100_000)  # warm
     busy_dev: List[float] = []
     n = _calibrate(loop_s)
-    quiet = _run_phase(sysprof, n, QUIET_PRIMARY, QUIET_SECONDARY, pairs, busy_dev)
+    quiet = _run_phase(sysprof, n, QUIET_PRIMARY, QUIET_SECONDARY, pairs, loop_s, busy_dev)
+    n = quiet["work_iterations"]
     ncpu = os.cpu_count() or 1
     with Spinners(ncpu) as sp:
         ours = lambda: self_cpu_seconds() + sp.cpu_seconds()  # noqa: E731
         # beside ncpu spinners the main thread's fair share is ncpu / (ncpu + 1) of a core: that much of the
         # quiet loop lasts about loop_s when nothing else runs (longer when something does)
-        busy = _run_phase(sysprof, max(1000, n * ncpu // (ncpu + 1)), BUSY_PRIMARY, BUSY_SECONDARY, pairs, None,
-                          ours)
+        busy = _run_phase(sysprof, max(1000, n * ncpu // (ncpu + 1)), BUSY_PRIMARY, BUSY_SECONDARY, pairs, loop_s,
+                          None, ours)
         busy["spinners"] = ncpu
         busy["spinners_running_at_end"] = sp.running()
     ctx["busy_period_dev_us"] = busy_dev
