@@ -11,8 +11,11 @@ Sections (issue 6):
     latest       Sampler.latest() per call beside sample(), and wait_next()'s latency (issue 11)
     paced        the sampling thread's CPU per sample at 1 kHz against a paced C floor of the same files (issue 11),
                  interleaved pairs, with the breakdown (in/out of ticks; perf where available)
-  2 interference a fixed pure-Python compute loop alone vs while sampling at 100 Hz, 1 kHz, 10 kHz, sysprof
-                 and the seed's design (psutil in a Python thread with time.sleep); samples taken vs asked
+  2 interference a pure-Python loop (>= 2 s, >= 9 interleaved pairs A B A ..., each B against its neighbouring
+                 A's, the machine's noise from A-vs-A pairs) alone vs while sampling (sysprof at 100 Hz, 1 kHz,
+                 10 kHz; the seed's design: psutil in a Python thread with time.sleep): the main thread's run delay
+                 (schedstat), wall slowdown, deadlines hit; then with every core busy (one spinner per core): the
+                 same, and the sampler thread's CPU per second (the price)
   3 timing       |period - interval| at 1 kHz from drained timestamps (idle main thread, and busy from 2)
   4 marker       benchmarks/marker_bench.py when present
   5 memory       RSS after 10^6 samples drained in batches vs after 10^3; bytes per sample in ring and trace;
@@ -64,12 +67,12 @@ SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memo
 
 def config(quick: bool) -> Dict[str, Any]:
     if quick:
-        return {"cost": (2, 300, 60, 300, 0.2), "interference": (7, 0.1), "timing": 1.0,
+        return {"cost": (2, 300, 60, 300, 0.2), "interference": (3, 0.3), "timing": 1.0,
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
                 "marker": (20_000, 1), "kstat": (3000, 2),
                 "latest": (20_000, 300, 100)}
-    return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (15, 0.25), "timing": 5.0,
+    return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
