@@ -83,9 +83,10 @@ def held_files(sysprof, flags) -> List[Tuple[str, str]]:
     return [(p, "e" if p.endswith(RECORD_BASED) else "1") for p in paths]
 
 
-def sampler_window(sysprof, flags, seconds: float) -> Optional[Dict[str, float]]:
-    """The thread's CPU and in-tick time per sample over ``seconds`` at 1 kHz, with the default capacity."""
-    s = sysprof.Sampler(interval=1e-3, **flags)
+def sampler_window(sysprof, flags, seconds: float, intervals=None) -> Optional[Dict[str, Any]]:
+    """The thread's CPU and in-tick time per sample over ``seconds`` at 1 kHz, with the default capacity, and the
+    reads of each source in the window (``stats["reads"]``)."""
+    s = sysprof.Sampler(interval=1e-3, **flags, **({"intervals": intervals} if intervals else {}))
     known = _threads()
     s.start()
     try:
@@ -104,7 +105,8 @@ def sampler_window(sysprof, flags, seconds: float) -> Optional[Dict[str, float]]
     if n <= 0:
         return None
     in_tick = st1["sample_ns_mean"] * st1["taken"] - st0["sample_ns_mean"] * st0["taken"]
-    return {"cpu_ns": (c1 - c0) / n, "in_tick_ns": in_tick / n, "samples": n,
+    reads = {k: v - st0.get("reads", {}).get(k, 0) for k, v in st1.get("reads", {}).items()}
+    return {"cpu_ns": (c1 - c0) / n, "in_tick_ns": in_tick / n, "samples": n, "reads": reads,
             "missed": st1["missed_deadlines"] - st0["missed_deadlines"]}
 
 
@@ -240,6 +242,20 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
             "thread_core_percent_at_1khz": dist([a / 10 for a in s_cpu], "%"),
             "missed_deadlines": sum(r["sampler"]["missed"] for r in ok),
         }
+    # Per-source intervals: the same default set with the slow-changing files read every 10 ms, interleaved
+    iv = {"cpu": 0.01, "disk": 0.01}
+    got: Dict[str, List[Dict[str, Any]]] = {"every 1 ms": [], "cpu, disk every 10 ms": []}
+    for i in range(max(3, pairs // 3)):
+        for label in (("every 1 ms", "cpu, disk every 10 ms") if i % 2 == 0 else
+                      ("cpu, disk every 10 ms", "every 1 ms")):
+            w = sampler_window(sysprof, SETS[0][2], seconds, iv if label != "every 1 ms" else None)
+            if w:
+                got[label].append(w)
+    out["intervals"] = {"intervals": iv, "runs": {
+        label: {"thread_cpu_us": dist([w["cpu_ns"] / 1e3 for w in ws], "us"),
+                "reads_per_second": {k: float(np.median([w["reads"].get(k, 0) / w["samples"] * 1000 for w in ws]))
+                                     for k in (ws[0]["reads"] if ws else {})}}
+        for label, ws in got.items()}}
     # What each file costs the kernel to render (hot loop of preads, nothing parsed): the per-source levers
     if not floor.error:
         all_files = held_files(sysprof, SETS[-1][2])
@@ -273,6 +289,14 @@ def print_paced(res) -> str:
                      "missed"], rows)
             + f"\n\n{res['method']}; n = {res['pairs']} pairs per set."
             + (f"\nfloor: not available ({res['floor_error']})" if res["floor_error"] else "") + "\n")
+    iv = res.get("intervals")
+    if iv:
+        runs = iv["runs"]
+        srcs = sorted({k for r in runs.values() for k in r["reads_per_second"]})
+        text += ("\n### Per-source intervals (default set at 1 kHz; reads per second from stats['reads'])\n\n"
+                 + table(["sources read", "thread CPU µs per sample", *srcs],
+                         [[label, _m(r["thread_cpu_us"]), *(fmt(r["reads_per_second"].get(k)) for k in srcs)]
+                          for label, r in runs.items()]) + "\n")
     pf = res.get("per_file_us")
     if pf:
         text += ("\n### What each file costs to read (hot loop of preads, nothing parsed; µs)\n\n"
