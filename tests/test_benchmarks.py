@@ -15,7 +15,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
-SECTIONS = ("cost", "interference", "timing", "marker", "memory", "scaling", "writer")
+SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_every_section_present(quick):
     for s in SECTIONS:
         assert s in doc["sections"], s
         assert doc["sections"][s]["seconds"] >= 0
-    for title in ("1. Per-sample cost", "2. Interference", "3. Timing", "4. Marker", "5. Memory", "6. Scaling",
+    for title in ("1. Per-sample cost", "Paced cost at 1 kHz", "Reading the present", "2. Interference", "3. Timing", "4. Marker", "5. Memory", "6. Scaling",
                   "7. Writer", "Goals"):
         assert title in stdout
 
@@ -124,6 +124,36 @@ def test_memory(quick):
     if tr["available"]:
         for f in tr["files"].values():
             assert f["bytes_per_sample"] > 0 and f["samples"] > 0
+
+
+def test_memory_default_sampler(quick):
+    d = quick[0]["sections"]["memory"]["default_sampler"]
+    assert d["ring_bytes"] == d["capacity_rows"] * 8 * (1 + d["channels"])
+    assert d["ring_bytes"] <= 4 << 20 or d["capacity_rows"] == 64  # the default sizing rule
+    assert d["taken"] > 0 and d["dropped"] >= 0 and d["growth_by_second_bytes"]
+
+
+def test_paced(quick):
+    p = quick[0]["sections"]["paced"]
+    for name in ("default set", "host set", "--all"):
+        r = p["sets"][name]
+        assert r["files"], name
+        _dist_ok(r["thread_cpu_us"])
+        if not p["floor_error"]:
+            _dist_ok(r["floor_cpu_us"])
+            _dist_ok(r["ratio"])
+    runs = p["intervals"]["runs"]
+    assert set(runs) == {"every 1 ms", "cpu, disk every 10 ms"}
+    for r in runs.values():
+        _dist_ok(r["thread_cpu_us"])
+        assert set(r["reads_per_second"]) == {"cpu", "memory", "disk", "net"}
+
+
+def test_latest(quick):
+    r = quick[0]["sections"]["latest"]
+    for k in ("latest", "sample", "latest_reader_call"):
+        _dist_ok(r[k])
+    assert r["channels"] > 0
 
 
 def test_scaling(quick):
