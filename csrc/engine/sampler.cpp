@@ -76,6 +76,7 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
     }
     if (!err.empty()) log.set(src->name(), err);  // usable, with a warning (e.g. a skipped line)
     slots_.push_back(Slot{std::move(src), width_, periods[i], {}, err});
+    slots_.back().name = slots_.back().src->name();
     width_ += slots_.back().src->width();
   }
   reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
@@ -96,6 +97,7 @@ Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
     // layout stays the original's.
     if (!src) log.set(s.src->name(), err);
     slots_.push_back(Slot{std::move(src), width_, s.period, {}, {}});
+    slots_.back().name = s.name;
     width_ += s.src->width();
   }
   reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
@@ -119,12 +121,12 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
       continue;
     }
     reads_[i].store(reads_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    current_.store(s.src->name(), std::memory_order_relaxed);
+    current_.store(s.name, std::memory_order_relaxed);
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
     if (!s.err.empty() && s.err != s.last_logged) {  // log changes only, so a stuck error costs no lock
       s.last_logged = s.err;
-      log_->set(s.src->name(), s.err);
+      log_->set(s.name, s.err);
     }
   }
   current_.store(nullptr, std::memory_order_relaxed);

@@ -67,6 +67,7 @@ class Collector {
     std::string err;  // reused buffer: repeated errors do not allocate
     std::string last_logged;
     uint64_t next_due = 0;  // the tick of its next read
+    const char* name = nullptr;  // src->name(), kept here: no virtual call per tick
   };
   static uint64_t period_of(const Config& cfg, size_t i);
   void report_ranges(double* row);
