@@ -92,8 +92,12 @@ class Latest {
         std::memcpy(dst + i * sizeof bits, &bits, sizeof bits);
       }
       if (s.seq.load(std::memory_order_relaxed) != q0) continue;  // torn: retry on the newest
+      // A whole row, but a newer one than published_ named (the writer rewrote this slot after the load of
+      // n and has not yet published it): returning it would let the next call, which may still load the
+      // row in between, go backwards. Retry: published_ moves on within the writer's next two stores.
+      if (got != n) continue;
       wall_ns = int64_t(wall);
-      return got;  // may be newer than n (the slot was rewritten whole in between): still one row
+      return got;
     }
   }
 
