@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from bench_busy import task_schedstat, tids_named
 from bench_util import dist, fmt, table, _flags, Floor
 
 INTERVAL_NS = 1_000_000
@@ -52,21 +53,16 @@ def _open_files() -> Dict[str, str]:
     return out
 
 
-def _threads(name: str = "sysprof") -> set:
-    out = set()
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() == name:
-                    out.add(tid)
-        except OSError:
-            pass
-    return out
+def _threads() -> set:
+    return set(tids_named("sysprof"))
 
 
-def _cpu_ns(tid: str) -> int:
-    with open(f"/proc/self/task/{tid}/schedstat") as f:
-        return int(f.read().split()[0])
+def _cpu_ns(tid: int) -> int:
+    """sum_exec_runtime of this process's thread ``tid`` (schedstat's first field), ns."""
+    st = task_schedstat(tid)
+    if st is None:
+        raise RuntimeError(f"no /proc/self/task/{tid}/schedstat (a kernel without schedstats)")
+    return st[0]
 
 
 def held_files(sysprof, flags) -> List[Tuple[str, str]]:
@@ -163,7 +159,7 @@ def perf_breakdown(sysprof, floor: Floor, flags, files, seconds: float, thread_u
             time.sleep(0.2)
             tid = (_threads() - known).pop()
             n0 = s.stats["taken"]
-            r = subprocess.run(["perf", "record", "-q", "-o", f"{tmp}/thread.data", "-t", tid, "-e", "cpu-clock",
+            r = subprocess.run(["perf", "record", "-q", "-o", f"{tmp}/thread.data", "-t", str(tid), "-e", "cpu-clock",
                                 "-c", str(PERF_PERIOD_NS), "--", "sleep", str(seconds)],
                                capture_output=True, text=True, timeout=seconds + 60)
             n_thread = s.stats["taken"] - n0

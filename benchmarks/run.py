@@ -47,6 +47,7 @@ if HERE not in sys.path:  # run as a script (``sysprof bench`` runs this file): 
     sys.path.insert(0, HERE)
 
 from bench_util import NO_SOURCES, Floor  # noqa: E402
+from bench_busy import machine_cpu_seconds  # noqa: E402
 from bench_cost import bench_cost, print_cost  # noqa: E402
 from bench_paced import bench_paced, print_paced  # noqa: E402
 from bench_interference import bench_interference, bench_timing, print_interference, print_timing  # noqa: E402
@@ -82,14 +83,11 @@ def config(quick: bool) -> Dict[str, Any]:
 
 def _busy_ticks() -> Optional[tuple]:
     """(busy seconds of the whole machine, this process's CPU seconds, monotonic time)."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
+    busy = machine_cpu_seconds()
+    if busy is None:
         return None
-    hz = os.sysconf("SC_CLK_TCK")
     t = os.times()
-    return (sum(v) - v[3] - v[4]) / hz, t.user + t.system, time.monotonic()
+    return busy, t.user + t.system, time.monotonic()
 
 
 def background_load(a, b) -> Optional[Dict[str, float]]:
