@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..sampling.registry import source_available  # noqa: F401
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, join_channel, split_channel  # noqa: F401
-from .model import ReportError, TraceData  # noqa: F401
+from .model import Instant, ReportError, Span, TraceData  # noqa: F401
 from .plot import MAX_LINES, MAX_PANELS, _plot_selection, _smoothed, plot_trace, require_matplotlib  # noqa: F401
 from .stats import channel_filter, jsonable, summarize, weighted_stats  # noqa: F401
 from .table import _is_boring, format_seconds, format_si, format_value, human_bytes, print_table  # noqa: F401

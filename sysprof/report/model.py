@@ -4,7 +4,46 @@ from __future__ import annotations
 
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, UNITS_EVENT, join_channel
 
-__all__ = ["ReportError", "TraceData"]
+__all__ = ["ReportError", "Span", "Instant", "TraceData"]
+
+
+class Span(tuple):
+    """A duration event of the trace: ``(name, start_us, end_us, pid, tid, args)``. From an ``X`` event (``dur``)
+    or a matched ``B``/``E`` pair (matched per (pid, tid) as a stack, as Chrome and Perfetto do; an ``E`` may
+    omit its name). A ``B`` never closed ends at the trace's end (the stop event, else its last timestamp)."""
+
+    __slots__ = ()
+    _fields = ("name", "start_us", "end_us", "pid", "tid", "args")
+
+    def __new__(cls, name, start_us, end_us, pid=None, tid=None, args=None):
+        return tuple.__new__(cls, (name, float(start_us), float(end_us), pid, tid, args or {}))
+
+    name = property(lambda self: self[0])
+    start_us = property(lambda self: self[1])
+    end_us = property(lambda self: self[2])
+    pid = property(lambda self: self[3])
+    tid = property(lambda self: self[4])
+    args = property(lambda self: self[5])
+
+    @property
+    def duration_us(self) -> float:
+        return self[2] - self[1]
+
+
+class Instant(tuple):
+    """An instant event of the trace other than sysprof's own start/stop: ``(name, ts_us, pid, tid, args)``."""
+
+    __slots__ = ()
+    _fields = ("name", "ts_us", "pid", "tid", "args")
+
+    def __new__(cls, name, ts_us, pid=None, tid=None, args=None):
+        return tuple.__new__(cls, (name, float(ts_us), pid, tid, args or {}))
+
+    name = property(lambda self: self[0])
+    ts_us = property(lambda self: self[1])
+    pid = property(lambda self: self[2])
+    tid = property(lambda self: self[3])
+    args = property(lambda self: self[4])
 
 
 class ReportError(ValueError):
@@ -19,7 +58,8 @@ class TraceData:
     counter gives a value to every key the counter has anywhere in the trace: NaN where the event lacks
     the key (or has ``null``), so a value is never held across a time it was unknown. ``units`` holds the
     units the trace declares (its ``sysprof units`` metadata events: channel -> symbol; empty in a trace
-    without them)."""
+    without them). ``spans`` holds the duration events (:class:`Span`, sorted by start) and ``instants`` the
+    instant events (:class:`Instant`, sorted by time), for phase attribution and plots."""
 
     def __init__(self, events):
         import numpy as np
@@ -32,12 +72,18 @@ class TraceData:
         self.last_counter_ts = None
         self.units = {}
         groups = {}  # counter name -> ([ts], [args])
+        self.spans = []
+        self.instants = []
+        open_spans = {}  # (pid, tid) -> stack of B events
+        last_ts = None
         for ev in events:
             if not isinstance(ev, dict):
                 continue
             ph = ev.get("ph")
             name = ev.get("name")
             ts = ev.get("ts")
+            if isinstance(ts, (int, float)) and (last_ts is None or ts > last_ts):
+                last_ts = ts
             if ph == "C":
                 args = ev.get("args") or {}
                 if not isinstance(ts, (int, float)) or not isinstance(args, dict):
@@ -62,6 +108,30 @@ class TraceData:
             elif ph in ("i", "I") and name == STOP_EVENT:
                 self.stop = ev.get("args") or {}
                 self.stop_ts = ts
+            elif not isinstance(ts, (int, float)):
+                continue
+            elif ph == "X":
+                dur = ev.get("dur")
+                if isinstance(dur, (int, float)) and dur >= 0 and name is not None:
+                    self.spans.append(Span(str(name), ts, ts + dur, ev.get("pid"), ev.get("tid"), ev.get("args")))
+            elif ph == "B":
+                open_spans.setdefault((ev.get("pid"), ev.get("tid")), []).append(ev)
+            elif ph == "E":
+                stack = open_spans.get((ev.get("pid"), ev.get("tid")))
+                if stack:
+                    b = stack.pop()
+                    if ts >= b["ts"] and b.get("name") is not None:
+                        self.spans.append(Span(str(b["name"]), b["ts"], ts, b.get("pid"), b.get("tid"),
+                                               {**(b.get("args") or {}), **(ev.get("args") or {})}))
+            elif ph in ("i", "I") and name is not None:
+                self.instants.append(Instant(str(name), ts, ev.get("pid"), ev.get("tid"), ev.get("args")))
+        end = self.stop_ts if isinstance(self.stop_ts, (int, float)) else last_ts
+        for stack in open_spans.values():
+            for b in stack:
+                if b.get("name") is not None and end is not None and end >= b["ts"]:
+                    self.spans.append(Span(str(b["name"]), b["ts"], end, b.get("pid"), b.get("tid"), b.get("args")))
+        self.spans.sort(key=lambda s: (s.start_us, -s.end_us))
+        self.instants.sort(key=lambda i: i.ts_us)
         nan = float("nan")
         raw = {}
         for name, (tss, argss) in groups.items():
