@@ -370,3 +370,45 @@ def test_disk_unchanged_lines_gone_and_back(tmp_path):
     row, t5 = take(s)
     exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967100)
     check_rate("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"], 0, t4, t5)
+
+
+def test_disk_idle_device_leaves_its_slice_and_rates_span_the_last_read(tmp_path):
+    # A device whose line is the same as at its previous read, and whose previous output was already its idle
+    # output (totals, zero rates), writes nothing: sample() keeps its row between calls as the thread does
+    # (file_source.hpp, `settled`). Its values must stay exactly those of a parse, read after read, and when it
+    # moves again its rate must span the read before (not the last change): delta 100 over one take() window.
+    tree = Tree("disk_wrap", tmp_path)
+    s, _ = open_sampler(tree, disk=True)
+    sda = "   8       0 sda 10 0 80 1 10 0 80 1 0 2 2\n"
+    sdb = "   8      16 sdb 4294967000 0 4294967290 100 5000000000 0 6000000000 200 0 4294967295 0\n"
+    sda2 = "   8       0 sda 110 0 80 1 10 0 80 1 0 2 2\n"
+    tree.write("diskstats", sda + sdb)
+    for _ in range(4):  # idle: the first read writes the idle output, the next ones skip the device
+        row, t = take(s)
+        exact("disk/sda/read_count", row["disk/sda/read_count"], 10)
+        exact("disk/sda/read_bytes", row["disk/sda/read_bytes"], 80 * 512)
+        exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967000)
+        exact("disk/sdb/write_bytes", row["disk/sdb/write_bytes"], 6000000000 * 512)
+        for dev in ("sda", "sdb"):
+            exact(f"disk/{dev}/read_count_per_second", row[f"disk/{dev}/read_count_per_second"], 0.0)
+            exact(f"disk/{dev}/busy_time_seconds_per_second", row[f"disk/{dev}/busy_time_seconds_per_second"], 0.0)
+    tree.write("diskstats", sda2 + sdb)  # sda reads +100, sdb stays idle (and skipped)
+    row, t2 = take(s)
+    exact("disk/sda/read_count", row["disk/sda/read_count"], 110)
+    check_rate("disk/sda/read_count_per_second", row["disk/sda/read_count_per_second"], 100, t, t2)
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967000)
+    exact("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"], 0.0)
+    for _ in range(2):  # sda idle again: its rate back to exactly 0, then skipped with the right values
+        row, t3 = take(s)
+        exact("disk/sda/read_count", row["disk/sda/read_count"], 110)
+        exact("disk/sda/read_count_per_second", row["disk/sda/read_count_per_second"], 0.0)
+    tree.write("diskstats", sda2)  # sdb leaves: NaN, although its last output was settled
+    row, _ = take(s)
+    for x in DISK_SUFFIXES:
+        nan(f"disk/sdb/{x}", row[f"disk/sdb/{x}"])
+    tree.write("diskstats", sda2 + sdb)  # back with the same line: re-primed, not skipped (NaN rate first)
+    row, _ = take(s)
+    exact("disk/sdb/read_count", row["disk/sdb/read_count"], 4294967000)
+    nan("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"])
+    row, _ = take(s)
+    exact("disk/sdb/read_count_per_second", row["disk/sdb/read_count_per_second"], 0.0)

@@ -54,13 +54,9 @@ const char* range_name(Range r) {
 
 RangeRules::RangeRules(const std::vector<std::string>& channels, double max_cores) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  rule_.reserve(channels.size());
-  lo_.reserve(channels.size());
-  hi_.reserve(channels.size());
-  for (const auto& name : channels) {
-    Range r = classify_channel(name);
+  for (size_t k = 0; k < kRules; ++k) {
     double lo = 0, hi = DBL_MAX;
-    switch (r) {
+    switch (Range(k)) {
       case Range::kFinite: lo = -DBL_MAX; break;
       case Range::kPercent: hi = 100; break;
       case Range::kCorePercent: hi = 100 * (max_cores >= 1 ? max_cores : 1); break;
@@ -69,16 +65,17 @@ RangeRules::RangeRules(const std::vector<std::string>& channels, double max_core
       case Range::kLimit: hi = kInf; break;
       case Range::kCelsius: lo = -273.15, hi = 1000; break;
     }
-    rule_.push_back(r);
-    lo_.push_back(lo);
-    hi_.push_back(hi);
+    lo_[k] = lo;
+    hi_[k] = hi;
   }
+  rule_.reserve(channels.size());
+  for (const auto& name : channels) rule_.push_back(classify_channel(name));
 }
 
 size_t RangeRules::enforce(double* row) const {
   size_t n = 0;
-  for (size_t i = 0; i < lo_.size(); ++i)
-    if (row[i] < lo_[i] || row[i] > hi_[i]) {
+  for (size_t i = 0; i < rule_.size(); ++i)
+    if (row[i] < lower(i) || row[i] > upper(i)) {
       row[i] = std::numeric_limits<double>::quiet_NaN();
       ++n;
     }

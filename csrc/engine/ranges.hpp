@@ -30,28 +30,34 @@ class RangeRules {
  public:
   RangeRules() = default;
   RangeRules(const std::vector<std::string>& channels, double max_cores);
-  size_t size() const { return lo_.size(); }
+  size_t size() const { return rule_.size(); }
   Range rule(size_t i) const { return rule_[i]; }
-  double lower(size_t i) const { return lo_[i]; }
-  double upper(size_t i) const { return hi_[i]; }
+  double lower(size_t i) const { return lo_[size_t(rule_[i])]; }
+  double upper(size_t i) const { return hi_[size_t(rule_[i])]; }
   // nullptr if v is NaN or inside channel i's range, else the rule's name. (NaN compares false.)
   const char* violation(size_t i, double v) const {
-    return v < lo_[i] || v > hi_[i] ? range_name(rule_[i]) : nullptr;
+    return v < lower(i) || v > upper(i) ? range_name(rule_[i]) : nullptr;
   }
-  // Number of values of row[0, size()) outside their range; reads only. The double count keeps
-  // the loop branch-free, so that it vectorizes (~0.9 ns per channel).
+  // Number of values of row[0, size()) outside their range; reads only. Each channel keeps one byte (its
+  // rule) and the bounds are a table of kRules pairs, so the pass touches width bytes of rules and two
+  // cache lines of bounds: on a cold cache (a tick after a 1 ms sleep) that is ~3 lines for 189 channels,
+  // where a pair of doubles per channel was ~48. The double count keeps the loop branch-free.
   size_t count(const double* row) const {
-    const double *lo = lo_.data(), *hi = hi_.data();
+    const Range* r = rule_.data();
     double n = 0;
-    for (size_t i = 0, w = lo_.size(); i < w; ++i) n += ((row[i] < lo[i]) | (row[i] > hi[i])) ? 1.0 : 0.0;
+    for (size_t i = 0, w = rule_.size(); i < w; ++i) {
+      size_t k = size_t(r[i]);
+      n += ((row[i] < lo_[k]) | (row[i] > hi_[k])) ? 1.0 : 0.0;
+    }
     return size_t(n);
   }
   // Sets every out-of-range value of row[0, size()) to NaN; returns how many.
   size_t enforce(double* row) const;
 
  private:
+  static constexpr size_t kRules = size_t(Range::kCelsius) + 1;
   std::vector<Range> rule_;
-  std::vector<double> lo_, hi_;  // inclusive bounds; hi_ is +inf only for limits
+  double lo_[kRules] = {}, hi_[kRules] = {};  // inclusive bounds per rule; hi_ is +inf only for limits
 };
 
 }  // namespace sysprof

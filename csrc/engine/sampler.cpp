@@ -122,6 +122,7 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
     }
     reads_[i].store(reads_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     current_.store(s.name, std::memory_order_relaxed);
+    s.src->row_kept = keep_rows_ && tick != 0;
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
     if (!s.err.empty() && s.err != s.last_logged) {  // log changes only, so a stuck error costs no lock
@@ -238,8 +239,10 @@ Sampler::Sampler(const Config& cfg)
     : core_(std::make_shared<Core>(cfg, channels_)),
       devices_(core_->collector.devices()),
       sync_collector_(std::make_unique<Collector>(core_->collector, core_->cfg, core_->log)),
+      sync_row_(sync_collector_->width()),
       generation_(fork_generation()) {
   (void)atfork_registered;
+  sync_collector_->keep_rows(true);  // its row is sync_row_, copied out: the same rules as the thread's
 }
 
 bool Sampler::inherited() const { return generation_ != fork_generation(); }
@@ -339,7 +342,8 @@ int64_t Sampler::sample_now(double* row) {
   if (inherited()) throw std::runtime_error(kInheritedStart);
   std::lock_guard<std::mutex> g(sync_mu_);
   int64_t wall = wall_now_ns();
-  sync_collector_->sample(mono_now_ns(), row);
+  sync_collector_->sample(mono_now_ns(), sync_row_.data());
+  std::copy(sync_row_.begin(), sync_row_.end(), row);
   return wall;
 }
 

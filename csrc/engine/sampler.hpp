@@ -47,6 +47,10 @@ class Collector {
   // kEvery read every source (kEvery: sample_now, the row at stop).
   static constexpr uint64_t kEvery = ~uint64_t(0);
   void sample(int64_t mono_ns, double* row, uint64_t tick = kEvery);
+  // On: every call's row is the same buffer, holding the previous call's output (the sampling thread's), so a
+  // source may leave values that did not change (Source::row_kept). Off (the default, and in copies): each
+  // call may pass a fresh buffer and every due source writes its whole slice.
+  void keep_rows(bool on) { keep_rows_ = on; }
   // Off: rows are the sources' raw output (the fuzz targets check that with the same rules).
   void set_range_enforcement(bool on) { enforce_ = on; }
   const RangeRules& range_rules() const { return rules_; }
@@ -77,6 +81,7 @@ class Collector {
   ErrorLog* log_;
   RangeRules rules_;
   bool enforce_ = true;
+  bool keep_rows_ = false;
   std::vector<std::string> names_;  // channel names, for the range messages
   std::vector<char> range_logged_;  // per channel: a violation was logged
   std::atomic<const char*> current_{nullptr};
@@ -157,7 +162,9 @@ class Sampler {
   struct Core {
     Core(const Config& c, std::vector<std::string>& channels)
         : cfg(c), collector(cfg, channels, log), ring(ring_rows(c, collector.width()), collector.width()),
-          row(collector.width()) {}
+          row(collector.width()) {
+      collector.keep_rows(true);  // the thread passes `row` to every call
+    }
     // cfg.capacity rows, or fewer where they would take more than cfg.max_ring_bytes (never under 2).
     static size_t ring_rows(const Config& c, size_t width) {
       if (!c.max_ring_bytes) return c.capacity;
@@ -189,6 +196,7 @@ class Sampler {
   std::shared_ptr<Core> core_;
   std::vector<std::map<std::string, std::string>> devices_;
   std::unique_ptr<Collector> sync_collector_;
+  std::vector<double> sync_row_;  // sample_now()'s row, kept between calls as the thread keeps its own
   std::mutex sync_mu_;
   std::mutex life_mu_;  // serializes start() and stop() (and so every use of thread_)
   std::unique_ptr<std::thread> thread_;  // a pointer, so that a child can forget it without detaching

@@ -43,7 +43,7 @@ class DiskstatsSource final : public FileSource {
       for (auto& ch : sysname)
         if (ch == '/') ch = '!';
       if (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0) continue;
-      disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>{name, {}, 0, false});
+      disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(name));
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     if (good == 0 && !bad.empty()) return false;
@@ -59,7 +59,7 @@ class DiskstatsSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<DiskstatsSource>();
-    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>{d.name, {}, 0, false});
+    for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(d.name));
     return s;
   }
 
@@ -87,7 +87,7 @@ class DiskstatsSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);
     };
-    std::string_view bad = scan_counter_devices<kDiskCounters, DiskstatsLine>(file_, disks_, mono_ns, parse_diskstats_line, fill, gone);
+    std::string_view bad = scan_counter_devices<kDiskCounters, DiskstatsLine>(file_, disks_, mono_ns, row_kept_ && out, parse_diskstats_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }

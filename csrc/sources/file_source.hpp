@@ -36,11 +36,10 @@ class FileSource : public Source {
   }
 
   bool sample(int64_t mono_ns, double* out, std::string& err) override {
-    if (!file_.read(err) || !parse(mono_ns, out, err)) {
-      fill_nan(out, width_);
-      return false;
-    }
-    return true;
+    row_kept_ = row_kept && ok_;
+    ok_ = file_.read(err) && parse(mono_ns, out, err);
+    if (!ok_) fill_nan(out, width_);
+    return ok_;
   }
 
  protected:
@@ -58,31 +57,61 @@ class FileSource : public Source {
   virtual bool parse(int64_t mono_ns, double* out, std::string& err) = 0;
 
   ProcFile file_;
+  // This sample()'s `out` holds what the previous one wrote (Source::row_kept, and that call succeeded).
+  bool row_kept_ = false;
+
+ private:
+  bool ok_ = false;
 };
 
-// A device of a per-device counter file (a disk, a NIC).
+// 64-bit hash of a device line (read hot from the pread buffer). Each 8-byte block goes through a bijective
+// mix of the state, so two lines of equal length that differ in one block never collide; lines that differ
+// in several collide with probability ~2^-64 (a device's line against its own previous one, once per change).
+inline uint64_t line_hash(const char* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  h = (h ^ w) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+
+// A device of a per-device counter file (a disk, a NIC). The first cache line is all an idle device touches
+// per tick (alignas: one line, never two): its line's hash and length, whether this read saw it, whether its
+// row slice already holds its idle output, and the time of its last read.
 template <int N, class Line>
-struct CounterDevice {
+struct alignas(64) CounterDevice {
+  explicit CounterDevice(std::string n) : name(std::move(n)) {}
+  uint64_t hash = 0;  // of the line as last parsed (len 0: none yet)
+  uint32_t len = 0;
+  bool seen = false;
+  // The slice of the row this device last wrote holds totals and zero rates (its line did not change since
+  // the read before): when the line is the same again and the row is the one written then, there is
+  // nothing to write.
+  bool settled = false;
+  int64_t last_ns = 0;
   std::string name;
   Counter c[N];
-  int64_t last_ns = 0;
-  bool seen = false;
-  // The device's line as last parsed, and what it parsed to (name pointing at `name`): an idle device prints the
-  // same bytes tick after tick, and those need no parse.
-  std::string last_line;
-  Line line{};
+  Line line{};  // what the line last parsed to (name cleared: it pointed into the read buffer)
 };
 
 // Reads device lines (parse(Cursor, Line&) -> bool; Line has `name` and `v[N]`), matches them to the
 // discovered devices, advances their counters and calls fill(index, line, delta, dt_seconds) for each
 // (dt is 0 on a device's first line: no rate yet). Devices absent from this read are marked gone
 // (re-primed when they return) and reported through gone(index). Returns the last malformed line.
-// A line identical to the one the expected device (the one after the previous match) printed last time
-// is not parsed again: the parse is a function of the bytes, so its values are the cached ones (zero
-// deltas). Idle devices (loop devices, idle NICs: most of them on a real node) then cost one memcmp.
+// A line of the expected device (the one after the previous match) with the hash and length of the one it
+// printed last time is not parsed again: the parse is a function of the bytes, so its values are the cached
+// ones (zero deltas). If its row slice is settled too and `row_kept` (the output buffer holds what this
+// source wrote on its previous call), the device costs one compare and one cache line: idle devices (loop
+// devices, idle NICs: most of them on a real node) then leave their slice as it is.
 template <int N, class Line, class Parse, class Fill, class Gone>
 std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterDevice<N, Line>>& devices,
-                                      int64_t mono_ns, Parse parse, Fill fill, Gone gone) {
+                                      int64_t mono_ns, bool row_kept, Parse parse, Fill fill, Gone gone) {
   for (auto& d : devices) d.seen = false;
   std::string_view bad;
   size_t hint = 0;
@@ -92,12 +121,18 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
     size_t len = size_t(c.end - c.p);
     CounterDevice<N, Line>* d = nullptr;
     const Line* l = nullptr;
+    uint64_t h = len ? line_hash(c.p, len) : 0;
     if (hint < devices.size() && len) {
       CounterDevice<N, Line>& e = devices[hint];
-      if (!e.seen && e.last_line.size() == len && std::memcmp(e.last_line.data(), c.p, len) == 0) {
+      if (!e.seen && e.len == len && e.hash == h) {
         d = &e;
         l = &e.line;
         ++hint;
+        if (e.settled && row_kept && e.c[0].valid) {
+          e.seen = true;
+          e.last_ns = mono_ns;
+          continue;
+        }
       }
     }
     if (!d) {
@@ -107,22 +142,24 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
       if (r <= 0) continue;
       d = find_device(devices, parsed.name, hint);
       if (!d || d->seen) continue;
-      if (d->last_line.capacity() < len) d->last_line.reserve(std::max<size_t>(256, 2 * len));  // rarely: a longer line
-      d->last_line.assign(c.p, len);
+      d->hash = h;
+      d->len = uint32_t(len);
       d->line = parsed;
       d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name
       l = &d->line;
     }
     d->seen = true;
     double dt = d->c[0].valid ? double(mono_ns - d->last_ns) * 1e-9 : 0.0;
-    uint64_t delta[N];
-    for (int i = 0; i < N; ++i) delta[i] = d->c[i].update(l->v[i]);
+    uint64_t delta[N], any = 0;
+    for (int i = 0; i < N; ++i) any |= delta[i] = d->c[i].update(l->v[i]);
     d->last_ns = mono_ns;
     fill(size_t(d - devices.data()), *l, delta, dt);
+    d->settled = row_kept && any == 0 && dt > 0;  // what fill wrote is the device's idle output
   }
   for (size_t k = 0; k < devices.size(); ++k) {
     if (devices[k].seen) continue;
     for (auto& cn : devices[k].c) cn.valid = false;
+    devices[k].settled = false;
     gone(k);
   }
   return bad;

@@ -29,7 +29,7 @@ class NetdevSource final : public FileSource {
       NetDevLine l;
       int r = parse_net_dev_line(c, l);
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
-      if (r > 0) nics_.push_back(CounterDevice<kNetCounters, NetDevLine>{std::string(l.name), {}, 0, false});
+      if (r > 0) nics_.push_back(CounterDevice<kNetCounters, NetDevLine>(std::string(l.name)));
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     return !(nics_.empty() && !bad.empty());
@@ -43,7 +43,7 @@ class NetdevSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<NetdevSource>();
-    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters, NetDevLine>{n.name, {}, 0, false});
+    for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters, NetDevLine>(n.name));
     return s;
   }
 
@@ -60,7 +60,7 @@ class NetdevSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerNic, kPerNic);
     };
-    std::string_view bad = scan_counter_devices<kNetCounters, NetDevLine>(file_, nics_, mono_ns, parse_net_dev_line, fill, gone);
+    std::string_view bad = scan_counter_devices<kNetCounters, NetDevLine>(file_, nics_, mono_ns, row_kept_ && out, parse_net_dev_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }

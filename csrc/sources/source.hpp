@@ -50,6 +50,10 @@ class Source {
   // On failure fills NaN, sets err and returns false. Must not allocate on success.
   virtual bool sample(int64_t mono_ns, double* out, std::string& err) = 0;
   size_t width() const { return width_; }
+  // Set by the Collector before each sample(): `out` holds what this source's previous sample() wrote (the
+  // sampling thread's one row buffer). A source may then leave values that have not changed as they are;
+  // false (the first row of a run, sample_now()'s fresh buffers): write every value.
+  bool row_kept = false;
   // Static facts about discovered devices (e.g. GPU name and UUID); empty for most sources.
   virtual std::vector<std::map<std::string, std::string>> devices() const { return {}; }
   // Called before the sampler thread is joined (e.g. to stop waiting on a hung driver call).
