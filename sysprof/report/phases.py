@@ -170,28 +170,36 @@ def _intersect(a, b):
     return out
 
 
-def _integrate(starts, widths, values, lo, hi):
-    """``(integral, covered)``: over the disjoint intervals ``[lo_k, hi_k)``, the integral of the function that is
-    ``values[i]`` on ``[starts[i], starts[i] + widths[i])`` (sorted, non-overlapping pieces; non-finite values
-    count for nothing), and the time covered by finite values."""
-    import numpy as np
+class _Pieces:
+    """A piecewise-constant function: ``values[i]`` on ``[starts[i], starts[i] + widths[i])`` (sorted,
+    non-overlapping pieces; non-finite values count for nothing), with its running integral, to integrate it over
+    any intervals in O(log n) each."""
 
-    ok = np.isfinite(values) & (widths > 0)
-    s, w, v = starts[ok], widths[ok], values[ok]
-    if s.size == 0 or lo.size == 0:
-        return 0.0, 0.0
-    c_int = np.concatenate([[0.0], np.cumsum(v * w)])
-    c_cov = np.concatenate([[0.0], np.cumsum(w)])
+    def __init__(self, starts, widths, values):
+        import numpy as np
 
-    def upto(x):
-        k = np.searchsorted(s, x, side="right") - 1
+        ok = np.isfinite(values) & (widths > 0)
+        self.s, self.w, self.v = starts[ok], widths[ok], values[ok]
+        self.c_int = np.concatenate([[0.0], np.cumsum(self.v * self.w)])
+        self.c_cov = np.concatenate([[0.0], np.cumsum(self.w)])
+
+    def _upto(self, x):
+        import numpy as np
+
+        k = np.searchsorted(self.s, x, side="right") - 1
         kk = np.clip(k, 0, None)
-        part = np.clip(x - s[kk], 0.0, w[kk])
-        return (np.where(k >= 0, c_int[kk] + v[kk] * part, 0.0), np.where(k >= 0, c_cov[kk] + part, 0.0))
+        part = np.clip(x - self.s[kk], 0.0, self.w[kk])
+        return (np.where(k >= 0, self.c_int[kk] + self.v[kk] * part, 0.0),
+                np.where(k >= 0, self.c_cov[kk] + part, 0.0))
 
-    i1, k1 = upto(hi)
-    i0, k0 = upto(lo)
-    return float((i1 - i0).sum()), float((k1 - k0).sum())
+    def integrate(self, lo, hi):
+        """``(integral, covered)`` over the disjoint intervals ``[lo_k, hi_k)``: the integral of the function and the
+        time covered by finite values."""
+        if self.s.size == 0 or lo.size == 0:
+            return 0.0, 0.0
+        i1, k1 = self._upto(hi)
+        i0, k0 = self._upto(lo)
+        return float((i1 - i0).sum()), float((k1 - k0).sum())
 
 
 class _Channel:
@@ -207,7 +215,7 @@ class _Channel:
         if t.size:
             w[:-1] = np.diff(t)
             w[-1] = iv
-        self.pieces = (t, w, v)
+        self.pieces = _Pieces(t, w, v)
         mode, self.factor, self.amount_unit = rule
         self.unit, self.mode = unit, mode
         self.steps = None
@@ -217,17 +225,17 @@ class _Channel:
             span = np.minimum(np.diff(t), iv)
             with np.errstate(divide="ignore", invalid="ignore"):
                 density = np.where(span > 0, step / span, np.nan)
-            self.steps = (t[1:] - span, span, density)
+            self.steps = _Pieces(t[1:] - span, span, density)
 
     def attribute(self, lo, hi) -> Optional[ChannelPhase]:
-        mean_int, covered = _integrate(*self.pieces, lo, hi)
+        mean_int, covered = self.pieces.integrate(lo, hi)
         if not covered > 0:
             return None
         amount = None
         if self.mode == "integral":
             amount = mean_int * self.factor
         elif self.mode == "increase":
-            amount = _integrate(*self.steps, lo, hi)[0] if self.steps is not None else 0.0
+            amount = self.steps.integrate(lo, hi)[0] if self.steps is not None else 0.0
         return ChannelPhase(mean_int / covered, amount, self.unit, self.amount_unit, covered)
 
 
