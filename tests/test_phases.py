@@ -160,6 +160,7 @@ def test_a_composer_trace_is_mapped_back_to_the_sampler_names_and_gaps_hold_no_v
     assert rt.unit == "s" and rt.amount == pytest.approx(0.04)
     assert batch["memory/cuda/current_allocated_mem"].unit == "GB"  # no sampler channel: kept as traced
     assert phases["idle"].channels == {} and phases["idle"].wall_seconds == pytest.approx(3.0)
+    assert phases["wide"].wall_seconds == pytest.approx(4.7) and phases["wide"].sampled_seconds == pytest.approx(0.2)
     wide = phases["wide"].channels
     assert wide["net/eth0/bytes_recv_per_second"].amount == pytest.approx(40000)
     assert wide["net/eth0/bytes_recv_per_second"].seconds == pytest.approx(0.2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sysprof.report import TraceData
+from sysprof.report import Span, TraceData
 from sysprof.report.verdict import verdict
 
 S = 1_000_000
@@ -86,3 +86,16 @@ def test_a_trace_without_spans_is_one_phase_and_patterns_choose_phases():
     # patterns: only the phases asked for
     d = trace([("compute", 0, 5), ("dataloader", 5, 8.1), ("sleep", 8.1, 10)], training)
     assert [x["phase"] for x in verdict(d, ["s*", "data*"])] == ["dataloader", "sleep"]
+
+
+def test_a_span_over_the_whole_trace_is_no_phase_unless_asked_for():
+    # one "fit" span over [0, 9.5 s) (95 % of the 10 s any span covers, >= 90 %, like Composer's event/fit) is the
+    # run: left out of the automatic phases, so compute (50 %), dataloader (31 %) and sleep (19 %) are judged;
+    # asked for by name, it is judged. Two "epoch" spans covering as much are a phase (ranked after compute).
+    d = trace([("compute", 0, 5), ("dataloader", 5, 8.1), ("sleep", 8.1, 10)], training)
+    d.spans.append(Span("fit", 0, 9.5 * S, 1, 9))
+    assert [x["phase"] for x in verdict(d)] == ["compute", "dataloader", "sleep"]
+    (fit,) = verdict(d, ["fit"])
+    assert fit["share"] == pytest.approx(0.95) and fit["text"].startswith("fit: 95 % of wall time; ")
+    d.spans += [Span("epoch", 0, 4.75 * S, 1, 8), Span("epoch", 4.75 * S, 9.5 * S, 1, 8)]
+    assert [x["phase"] for x in verdict(d)] == ["epoch", "compute", "dataloader", "sleep"]

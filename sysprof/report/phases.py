@@ -10,7 +10,8 @@ Per phase:
 
 * ``count``: its spans; ``duration_seconds``: their durations summed; ``mean_seconds`` = duration / count.
   Spans of the same name that overlap (two threads, two ranks) each count here, so ``duration_seconds`` can
-  exceed the wall time they take; ``wall_seconds`` is the length of their union.
+  exceed the wall time they take; ``wall_seconds`` is the length of their union, ``sampled_seconds`` the part of
+  it inside the trace's sampling windows (all of it in a ``sysprof record`` trace).
 * per channel, over the union of its spans (an overlap counts once): ``mean``, the time-weighted mean of the
   channel's values, and ``amount``, what accrued inside the spans (below). Nested spans of different names are
   each attributed fully: a ``batch`` span holding a ``dataloader`` span gives the overlap to both rows.
@@ -58,7 +59,7 @@ from .model import ReportError, Span, TraceData
 from .units import unit_of
 
 __all__ = ["ChannelPhase", "PhaseStats", "by_phase", "whole_trace", "amount_rule", "phases_json", "phases_frame",
-           "match_spans", "no_match_message", "WHOLE_TRACE"]
+           "match_spans", "no_match_message", "spans_sampled_seconds", "WHOLE_TRACE"]
 
 #: the phase name of a trace without spans (the verdict's one phase)
 WHOLE_TRACE = "(whole trace)"
@@ -87,12 +88,14 @@ class ChannelPhase:
 @dataclass
 class PhaseStats:
     """One phase (see the module docstring): its spans' ``count``, summed ``duration_seconds``, the
-    ``wall_seconds`` of their union and ``channels`` (sampler channel name -> :class:`ChannelPhase`)."""
+    ``wall_seconds`` of their union, the ``sampled_seconds`` of it inside the sampling windows and ``channels``
+    (sampler channel name -> :class:`ChannelPhase`)."""
 
     name: str
     count: int
     duration_seconds: float
     wall_seconds: float
+    sampled_seconds: float = 0.0
     channels: Dict[str, ChannelPhase] = field(default_factory=dict)
 
     @property
@@ -270,7 +273,8 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
             union = _intersect(union, windows)
         lo = np.array([a for a, _ in union], dtype=np.float64)
         hi = np.array([b for _, b in union], dtype=np.float64)
-        phase = PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall)
+        phase = PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall,
+                           sum(b - a for a, b in union))
         for ch, c in prepared.items():
             got = c.attribute(lo, hi)
             if got is not None:
@@ -295,8 +299,15 @@ def whole_trace(data: TraceData, channels: Optional[Callable[[str], bool]] = Non
 
     spans = [Span(WHOLE_TRACE, a, b) for a, b in sampled_windows(data)]
     if not spans:
-        return PhaseStats(WHOLE_TRACE, 0, 0.0, 0.0)
+        return PhaseStats(WHOLE_TRACE, 0, 0.0, 0.0, 0.0)
     return _attribute(data, {WHOLE_TRACE: spans}, channels)[0]
+
+
+def spans_sampled_seconds(data: TraceData) -> float:
+    """The sampled wall time (inside the sampling windows) covered by any span of the trace."""
+    if not data.spans:
+        return 0.0
+    return _attribute(data, {"": data.spans}, channels=lambda ch: False)[0].sampled_seconds
 
 
 def phases_json(phases: Sequence[PhaseStats]) -> list:
@@ -308,7 +319,7 @@ def phases_frame(trace, patterns: Union[str, Sequence[str]]):
     """``sysprof.by_phase(trace, patterns)``: the phases of ``trace`` (a path to a Chrome JSON trace, ``.json`` or
     ``.json.gz``, or a :class:`TraceData`) as a pandas DataFrame, one row per (phase, channel) under a
     ``MultiIndex`` ``("phase", "channel")``: columns ``count``, ``duration_seconds``, ``mean_seconds``,
-    ``wall_seconds`` (of the phase), ``mean``, ``unit``, ``amount``, ``amount_unit`` (NaN / None where no amount
+    ``wall_seconds``, ``sampled_seconds`` (of the phase), ``mean``, ``unit``, ``amount``, ``amount_unit`` (NaN / None where no amount
     makes sense), ``seconds`` (time the channel had a value in the phase). Phases in the order of
     :func:`by_phase`; ``df.loc["dataloader"]`` is one phase's channels. A phase without any channel value has no
     row. Raises :class:`ReportError` when no span matches (naming the spans the trace has); ImportError naming
@@ -326,10 +337,10 @@ def phases_frame(trace, patterns: Union[str, Sequence[str]]):
         for ch, c in p.channels.items():
             index.append((p.name, ch))
             rows.append({"count": p.count, "duration_seconds": p.duration_seconds, "mean_seconds": p.mean_seconds,
-                         "wall_seconds": p.wall_seconds, "mean": c.mean, "unit": c.unit,
+                         "wall_seconds": p.wall_seconds, "sampled_seconds": p.sampled_seconds, "mean": c.mean, "unit": c.unit,
                          "amount": float("nan") if c.amount is None else c.amount, "amount_unit": c.amount_unit,
                          "seconds": c.seconds})
-    columns = ["count", "duration_seconds", "mean_seconds", "wall_seconds", "mean", "unit", "amount", "amount_unit",
+    columns = ["count", "duration_seconds", "mean_seconds", "wall_seconds", "sampled_seconds", "mean", "unit", "amount", "amount_unit",
                "seconds"]
     return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["phase", "channel"]), columns=columns)
 

@@ -2,8 +2,10 @@
 saturated or starved during it.
 
 Phases: the ``--by`` phases, else every span name of the trace (Composer's ``event/batch``, ``dataloader``,
-``sysprof.mark()`` markers), else the whole trace as one phase; the :data:`TOP_PHASES` with the largest wall time
-(the union of their spans) are judged, largest first. Each rule below compares a channel's time-weighted mean
+``sysprof.mark()`` markers; a name of one span covering at least :data:`ALL_OF_IT` of the time any span covers,
+like Composer's ``event/fit``, is the run rather than a phase and left out), else the whole trace as one phase;
+the :data:`TOP_PHASES` with the largest sampled wall time (the union of their spans inside the sampling windows)
+are judged, largest first, each with its share of the trace's sampled time. Each rule below compares a channel's time-weighted mean
 inside the phase (:mod:`sysprof.report.phases`) with its threshold; a rule whose channel the trace lacks is
 skipped. Findings are ranked by severity: ``mean / threshold`` for a "too high" rule, ``threshold / mean`` (at
 most :data:`MAX_SEVERITY`) for a "too low" one. A phase with no finding reads "no clear bottleneck".
@@ -30,10 +32,11 @@ import fnmatch
 from typing import List, Optional, Sequence
 
 from .model import TraceData
-from .phases import PhaseStats, by_phase, whole_trace
+from .phases import PhaseStats, by_phase, spans_sampled_seconds, whole_trace
 from .table import format_si
 
-__all__ = ["verdict", "KEY_CHANNELS", "TOP_PHASES", "MAX_SEVERITY"]
+__all__ = ["verdict", "findings", "judge", "is_key_channel", "KEY_CHANNELS", "RULES", "TOP_PHASES", "ALL_OF_IT",
+           "MAX_SEVERITY"]
 
 CPU_BUSY_PERCENT = 90.0
 CPU_IOWAIT_PERCENT = 10.0
@@ -46,6 +49,9 @@ GPU_STARVED_PERCENT = 30.0
 GPU_BUSY_PERCENT = 90.0
 #: phases judged (the largest by wall time)
 TOP_PHASES = 4
+#: without --by, a name of one span covering this share of the time all spans cover is the run, no phase
+#: (Composer's event/fit, event/epoch of a one-epoch run)
+ALL_OF_IT = 0.9
 #: the severity of a "too low" rule at most (a mean of 0 is not infinitely worse than one of 1)
 MAX_SEVERITY = 10.0
 #: disks left out (not storage): loop, ram and zram devices
@@ -148,10 +154,10 @@ def judge(phase: PhaseStats, total_seconds: float) -> dict:
     """One phase's verdict: ``phase``, ``wall_seconds``, ``share`` (of the trace's sampled time, at most 1),
     ``findings`` (:func:`findings`) and ``text``, e.g. ``"dataloader: 31 % of wall time; GPU util 4 % during it;
     disk read 180 MB/s, io stall share 0.42"``."""
-    share = min(1.0, phase.wall_seconds / total_seconds) if total_seconds > 0 else None
+    share = min(1.0, phase.sampled_seconds / total_seconds) if total_seconds > 0 else None
     found = findings(phase)
     parts = [f"{phase.name}: " + (f"{100 * share:.0f} % of wall time" if share is not None else
-                                  f"{phase.wall_seconds:.3g} s")]
+                                  f"{phase.sampled_seconds:.3g} s")]
     texts = [f["text"] for f in found]
     if any(f["rule"] in ("disk_busy", "io_stall") for f in found):
         throughput = _disk_throughput(phase)
@@ -159,7 +165,8 @@ def judge(phase: PhaseStats, total_seconds: float) -> dict:
             at = next(i for i, f in enumerate(found) if f["rule"] in ("disk_busy", "io_stall"))
             texts[at] = f"{throughput}, {texts[at]}"
     parts += texts or ["no clear bottleneck"]
-    return {"phase": phase.name, "wall_seconds": phase.wall_seconds, "share": share, "findings": found,
+    return {"phase": phase.name, "wall_seconds": phase.wall_seconds, "sampled_seconds": phase.sampled_seconds,
+            "share": share, "findings": found,
             "text": "; ".join(parts)}
 
 
@@ -173,8 +180,12 @@ def verdict(data: TraceData, patterns: Optional[Sequence[str]] = None, total_sec
 
     if total_seconds is None:
         total_seconds = sum(b - a for a, b in sampled_windows(data)) / 1e6
-    if phases is None:
-        phases = by_phase(data, list(patterns) if patterns else ["*"]) if data.spans else []
+    if phases is None and patterns:
+        phases = by_phase(data, list(patterns))
+    elif phases is None:  # every span name, but those that are the run
+        phases = by_phase(data, ["*"]) if data.spans else []
+        covered = spans_sampled_seconds(data)
+        phases = [p for p in phases if p.count > 1 or p.sampled_seconds < ALL_OF_IT * covered]
     phases = list(phases) or [whole_trace(data)]
-    ranked = sorted(phases, key=lambda p: -p.wall_seconds)[:TOP_PHASES]
+    ranked = sorted(phases, key=lambda p: -p.sampled_seconds)[:TOP_PHASES]
     return [judge(p, total_seconds) for p in ranked]
