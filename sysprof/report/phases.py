@@ -22,27 +22,24 @@ by time: a 1000 B/s rate held over [0, 0.2 s) and [0.2, 0.4 s) gives a span [0.1
 (NaN, before the first sample, outside the sampling windows of a Composer trace -- see
 :func:`~sysprof.report.stats.sampled_windows`) counts for nothing; a channel with no value inside a phase is left
 out of it. The amount of a cumulative total (registry kinds ``counter``, ``counter32``, ``ticks``) is its increase:
-the step between two consecutive samples accrued evenly over the interval before the later one (the last interval,
-at most one sampling interval: a changes-only trace writes a total only when it changed), a decrease being a reset
-(no increase), so the part of a step inside a span is its share of that interval.
+the step between two consecutive samples accrues evenly over the time before the later one, at most one sampling
+interval (a changes-only trace writes a total only when it changed, so the sample before can be long before), and a
+decrease is a reset (no increase); a span gets the share of each step that its time covers.
 
-Amounts, by the channel's kind and unit (:func:`amount_rule`):
+Amounts, by the channel's kind and unit (:func:`amount_rule`; the amount's unit in brackets):
 
-==============================================  ====================  ==========================================
-channel                                         amount                unit
-==============================================  ====================  ==========================================
-a rate (``*_per_second``; unit ``X/s``)         integral over time    ``X``: ``B/s`` -> ``B``, ``/s`` -> count,
-                                                                      ``s/s`` (PSI stall share) -> ``s``
-a total (``counter``, ``counter32``, ``ticks``)  its increase          the channel's (``B``, ``s``, ``J``, count)
-power (``W``)                                   integral              ``J``
-a percent of one core (``process*/cpu_percent``,  integral / 100      ``s`` (CPU-seconds)
-``cgroup/cpu_percent``, ``cpu/<id>/percent``)
-a share of all CPUs (``cpu/percent``,           integral / 100 x      ``s`` (CPU-seconds; null without the
-``cpu/<mode>_percent``)                         ``cpu_count``         trace's ``cpu_count``)
-GPU time shares (``gpu/<i>/*utilization_percent``)  integral / 100    ``s`` (seconds busy)
-anything else (bytes in use, temperatures,      null                  ``""``
-clocks, counts, pressure averages)
-==============================================  ====================  ==========================================
+* a rate (kind ``rate``, a ``*_per_second`` channel; unit ``X/s``): its integral over time [``X``]: ``B/s`` -> B,
+  ``/s`` -> a count, ``s/s`` (a PSI stall share, a disk's busy share) -> s (stall-seconds, busy seconds);
+* a total (kinds ``counter``, ``counter32``, ``ticks``): its increase [the channel's unit: B, s, J, a count];
+* power (``W``): its integral [J];
+* a percent of one core or CPU (``process/cpu_percent``, ``process_tree/cpu_percent``, ``cgroup/cpu_percent``,
+  ``cpu/<id>/percent``): integral / 100 [s: CPU-seconds];
+* a share of all CPUs' time (``cpu/percent``, ``cpu/<mode>_percent``): integral / 100 x the trace's
+  ``cpu_count`` [s: CPU-seconds]; none without ``cpu_count`` (Composer traces);
+* a GPU's time share (``gpu/<i>/utilization_percent``, ``gpu/<i>/memory_utilization_percent``): integral / 100
+  [s: seconds busy];
+* anything else (bytes in use, temperatures, clocks, counts, the kernel's pressure averages): no amount
+  (``amount`` and ``amount_unit`` None; JSON null).
 
 Kinds come from the registry (:mod:`sysprof.sampling.registry`) for sampler channels; a channel it does not know is
 a rate when its unit ends in ``/s``. Units are the trace's declared ones, else inferred from the names

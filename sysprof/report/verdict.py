@@ -5,24 +5,24 @@ Phases: the ``--by`` phases, else every span name of the trace (Composer's ``eve
 ``sysprof.mark()`` markers; a name of one span covering at least :data:`ALL_OF_IT` of the time any span covers,
 like Composer's ``event/fit``, is the run rather than a phase and left out), else the whole trace as one phase;
 the :data:`TOP_PHASES` with the largest sampled wall time (the union of their spans inside the sampling windows)
-are judged, largest first, each with its share of the trace's sampled time. Each rule below compares a channel's time-weighted mean
-inside the phase (:mod:`sysprof.report.phases`) with its threshold; a rule whose channel the trace lacks is
-skipped. Findings are ranked by severity: ``mean / threshold`` for a "too high" rule, ``threshold / mean`` (at
+are judged, largest first, each with its share of the trace's sampled time. Each rule below compares a channel's
+time-weighted mean inside the phase (:mod:`sysprof.report.phases`) with its threshold; a rule whose channel the
+trace lacks is skipped. Findings are ranked by severity: ``mean / threshold`` for a "too high" rule, ``threshold / mean`` (at
 most :data:`MAX_SEVERITY`) for a "too low" one. A phase with no finding reads "no clear bottleneck".
 
-===================  ===============================================  ==========  ==============================
-rule                 channel (mean inside the phase)                  threshold   reads
-===================  ===============================================  ==========  ==============================
-CPU busy             ``cpu/percent``                                  >= 90 %     CPU saturated
-CPU iowait           ``cpu/iowait_percent``                           >= 10 %     CPUs idle waiting for I/O
-CPU steal            ``cpu/steal_percent``                            >= 5 %      the hypervisor took the CPUs
-stall share          ``pressure/{cpu,memory,io}/some_seconds_per_second``  >= 0.10  tasks stalled (PSI some)
-disk utilisation     ``disk/<dev>/busy_time_seconds_per_second``      >= 0.80     a disk busy (the busiest one)
-memory in use        ``memory/used_percent``                          >= 90 %     memory nearly full
-major faults         ``vmstat/pgmajfault_per_second``                 >= 100 /s   pages read back from disk
-GPU starved          ``gpu/<i>/utilization_percent`` (mean of GPUs)   <= 30 %     the GPUs wait
-GPU busy             ``gpu/<i>/utilization_percent`` (mean of GPUs)   >= 90 %     GPU-bound
-===================  ===============================================  ==========  ==============================
+Rules (the thresholds are the constants below):
+
+* CPU busy: ``cpu/percent`` >= 90 % (CPU saturated);
+* CPU iowait: ``cpu/iowait_percent`` >= 10 % (CPUs idle waiting for I/O);
+* CPU steal: ``cpu/steal_percent`` >= 5 % (the hypervisor took the CPUs);
+* cpu / memory / io stall share: ``pressure/<resource>/some_seconds_per_second`` >= 0.10 (some task stalled on
+  that resource, PSI);
+* disk utilisation: the busiest ``disk/<dev>/busy_time_seconds_per_second`` >= 0.80 (loop, ram and zram devices
+  are no disks);
+* memory in use: ``memory/used_percent`` >= 90 %;
+* major faults: ``vmstat/pgmajfault_per_second`` >= 100 /s (pages read back from disk);
+* GPU starved: the mean over GPUs of ``gpu/<i>/utilization_percent`` <= 30 % (the GPUs wait);
+* GPU busy: that mean >= 90 % (GPU-bound).
 
 A disk or io-stall finding also says the disks' read and write throughput during the phase.
 """
