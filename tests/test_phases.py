@@ -212,3 +212,14 @@ def test_by_phase_dataframe(tmp_path):
     with pytest.raises(ReportError, match="span names in the trace: ckpt"):
         sysprof.by_phase(str(path), "nope")
     assert isinstance(phases_frame(d, "ckpt"), pd.DataFrame)
+
+
+def test_by_phase_without_pandas_names_the_extra(monkeypatch):
+    import sys
+
+    import sysprof
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    d = recorded([("cpu", 0.0, {"percent": 1.0})], [("a", 0.0, 0.1, 1)])
+    with pytest.raises(ImportError, match=r"pip install sysprof\[pandas\]"):
+        sysprof.by_phase(d, "a")
