@@ -21,8 +21,8 @@ from ..sampling.registry import source_available  # noqa: F401
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, join_channel, split_channel  # noqa: F401
 from .model import Instant, ReportError, Span, TraceData  # noqa: F401
 from .plot import MAX_LINES, MAX_PANELS, _plot_selection, _smoothed, plot_trace, require_matplotlib  # noqa: F401
-from .phases import (WHOLE_TRACE, ChannelPhase, PhaseStats, by_phase, no_match_message, phases_frame,  # noqa: F401
-                     phases_json, whole_trace)
+from .phases import (WHOLE_TRACE, ChannelPhase, PhaseStats, by_phase, match_spans, no_match_message,  # noqa: F401
+                     phases_frame, phases_json, whole_trace)
 from .stats import GAP_FACTOR, channel_filter, jsonable, sampled_windows, summarize, weighted_stats  # noqa: F401
 from .table import (_is_boring, format_seconds, format_si, format_value, human_bytes, print_phases,  # noqa: F401
                     print_table, print_verdict)
