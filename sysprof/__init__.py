@@ -21,10 +21,20 @@ for _old, _new in (("chrome_trace", chrome_trace), ("sampler", _sampling.sampler
     _sys.modules[f"{__name__}.{_old}"] = _new
 del _old, _new
 
+
+
+def by_phase(trace, patterns):
+    """The trace's series inside its phases (spans whose names match ``patterns``, globs) as a pandas DataFrame,
+    one row per (phase, channel): see :func:`sysprof.report.phases.phases_frame`. Needs ``sysprof[pandas]``."""
+    from .report.phases import phases_frame
+
+    return phases_frame(trace, patterns)
+
+
 __version__ = "0.1.0"
 __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile", "SystemProfiler",
-    "chrome_trace", "__version__",
+    "chrome_trace", "by_phase", "__version__",
 ]

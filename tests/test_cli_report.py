@@ -322,3 +322,99 @@ def test_weighted_mean_of_a_constant_is_the_constant():
     weights = [0.013, 0.0071, 0.25, 0.0009, 0.031] * 8
     st = weighted_stats([0.45] * len(weights), weights)
     assert st["min"] == st["mean"] == st["max"] == 0.45
+
+
+# --------------------------------------------------------------------------------------------------
+# phases (--by), the verdict, the effective rate over sampling windows
+# --------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def phased_trace(tmp_path):
+    """2 s at 100 ms: cpu 95 % during "compute" [0, 1 s) (X events on two threads: [0, 0.6), [0.4, 1.0)), 10 %
+    during "ckpt" [1.0, 1.45) and after; disk writes 1 MB/s during ckpt's samples [1.0, 1.5) only."""
+    path = tmp_path / "phased.json"
+    w = ChromeTraceWriter(path)
+    w.write({"name": "sysprof start", "ph": "i", "s": "g", "ts": T0, "pid": 1, "tid": 0,
+             "args": {"interval_s": 0.1, "cpu_count": 2,
+                      "channels": ["cpu/percent", "disk/sda/write_bytes_per_second"]}})
+    for i in range(20):
+        ts = T0 + i * 100_000
+        w.write({"name": "cpu", "ph": "C", "ts": ts, "pid": 1, "tid": 0, "args": {"percent": 95.0 if i < 10 else 10.0}})
+        w.write({"name": "disk/sda", "ph": "C", "ts": ts, "pid": 1, "tid": 0,
+                 "args": {"write_bytes_per_second": 1e6 if 10 <= i < 15 else 0.0}})
+    w.write({"name": "compute", "ph": "X", "ts": T0, "dur": 600_000, "pid": 1, "tid": 1})
+    w.write({"name": "compute", "ph": "X", "ts": T0 + 400_000, "dur": 600_000, "pid": 1, "tid": 2})
+    w.write({"name": "ckpt", "ph": "B", "ts": T0 + 1_000_000, "pid": 1, "tid": 1})
+    w.write({"name": "ckpt", "ph": "E", "ts": T0 + 1_450_000, "pid": 1, "tid": 1})
+    w.write({"name": "sysprof stop", "ph": "i", "s": "g", "ts": T0 + 2_000_000, "pid": 1, "tid": 0,
+             "args": {"stats": {"taken": 20, "dropped": 0}}})
+    w.close()
+    return path
+
+
+def test_report_by_json_is_the_phases_layout(phased_trace):
+    # compute: 2 spans, 0.6 + 0.6 = 1.2 s, union [0, 1) s: cpu 95 % -> 0.95 x 1 s x 2 CPUs = 1.9 CPU-s; no writes.
+    # ckpt: 0.45 s of 1 MB/s = 450000 B, cpu 10 % -> 0.1 x 0.45 x 2 = 0.09 CPU-s
+    proc = run_cli("report", "--json", "--by", "comp*", "--by", "ckpt", "--by", "c*", phased_trace)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert s["phases"] == [
+        {"name": "compute", "count": 2, "duration_seconds": pytest.approx(1.2),
+         "channels": {"cpu/percent": {"mean": pytest.approx(95), "amount": pytest.approx(1.9), "unit": "%"},
+                      "disk/sda/write_bytes_per_second": {"mean": 0, "amount": 0, "unit": "B/s"}}},
+        {"name": "ckpt", "count": 1, "duration_seconds": pytest.approx(0.45),
+         "channels": {"cpu/percent": {"mean": pytest.approx(10), "amount": pytest.approx(0.09), "unit": "%"},
+                      "disk/sda/write_bytes_per_second": {"mean": pytest.approx(1e6), "amount": pytest.approx(450000),
+                                                          "unit": "B/s"}}},
+    ]
+    # the verdict: compute 1 s of 2 (CPU 95 >= 90), ckpt 0.45 s of 2 = 22 % (nothing fires)
+    assert [v["text"] for v in s["verdict"]] == ["compute: 50 % of wall time; CPU busy 95 %",
+                                                 "ckpt: 22 % of wall time; no clear bottleneck"]
+    assert s["samples"] == 20 and "channels" in s
+    k = json.loads(run_cli("report", "--json", "--by", "ckpt", "-k", "disk/*", phased_trace).stdout)
+    assert list(k["phases"][0]["channels"]) == ["disk/sda/write_bytes_per_second"]
+
+
+def test_report_opens_with_the_verdict_and_prints_phases(phased_trace):
+    proc = run_cli("report", phased_trace)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # no --by: every span name is a phase
+    assert lines[:3] == ["verdict:", "  compute: 50 % of wall time; CPU busy 95 %",
+                         "  ckpt: 22 % of wall time; no clear bottleneck"]
+    assert lines[4].startswith("trace:")
+    assert not any(line.startswith("phase ") for line in lines)  # the phases table only with --by
+    out = run_cli("report", "--by", "ckpt", phased_trace).stdout
+    rows = out.split("\nphase")[1].splitlines()
+    assert rows[1].split() == ["ckpt", "1", "450", "ms", "450", "ms"]
+    assert rows[2].split() == ["cpu/percent", "10.0", "%", "(90", "ms);", "disk/sda/write_bytes_per_second", "1.00",
+                               "MB/s", "(450.00", "kB)"]
+
+
+def test_report_by_without_a_matching_span_names_the_spans(phased_trace, known_trace):
+    proc = run_cli("report", "--by", "dataloader", phased_trace)
+    assert_one_line_error(proc, 1)
+    assert proc.stderr.strip() == "sysprof: no span matches 'dataloader'; span names in the trace: compute, ckpt"
+    proc = run_cli("report", "--by", "x", known_trace)
+    assert_one_line_error(proc, 1)
+    assert "the trace has no duration events" in proc.stderr
+
+
+def test_effective_rate_counts_the_sampling_windows_only(tmp_path):
+    # Composer's layout: 3 profiling windows of 100 rows at 5 ms, starting 2.5 s apart. Sampled time:
+    # 3 x 100 x 5 ms = 1.5 s (each window first..last row plus one spacing) -> 300 / 1.5 = 200 Hz.
+    # Over the whole span (5.495 s) it would read (300 - 1) / 5.495 = 54.4 Hz.
+    path = tmp_path / "windows.json"
+    w = ChromeTraceWriter(path)
+    for start in (0, 2_500_000, 5_000_000):
+        for i in range(100):
+            w.write({"name": "cpu", "cat": "", "ph": "C", "ts": T0 + start + i * 5_000, "pid": 0, "tid": 1,
+                     "args": {"cpu_percent": float(i)}})
+    w.close()
+    s = json.loads(run_cli("report", "--json", path).stdout)
+    assert s["samples"] == 300 and s["windows"] == 3
+    assert s["sampled_s"] == pytest.approx(1.5) and s["effective_rate_hz"] == pytest.approx(200)
+    assert s["duration_s"] == pytest.approx(5.495)
+    assert s["verdict"][0]["phase"] == "(whole trace)" and s["verdict"][0]["share"] == pytest.approx(1.0)
+    out = run_cli("report", path).stdout
+    assert "(3 sampling windows, 1.500 s sampled); effective rate 200.0 Hz" in out

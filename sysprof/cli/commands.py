@@ -2,6 +2,7 @@
 ``sysprof bench`` (the benchmarks of a source checkout)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -9,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..report import TraceData, channel_filter, plot_trace, print_table, require_matplotlib, summarize
+from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, no_match_message, phases_json,
+                      plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
 from .common import PROG, CLIError, _import_sysprof
 
 
@@ -30,18 +32,36 @@ def cmd_report(args) -> int:
     if not summary["channels"]:
         raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
                        f"({len(data.series)} channels in {args.trace}; 'sysprof report --all' lists them)")
+    phases = None
+    if args.by:
+        phases = by_phase(data, args.by)
+        if not phases:
+            raise CLIError(no_match_message(data, args.by))
+    judged = verdict(data, phases=phases, total_seconds=summary["sampled_s"])
     plotted = None
     if args.plot:
         plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
                              title=summary.get("command") or args.trace, smooth_s=args.smooth)
     if args.json:
+        summary["verdict"] = jsonable(judged)
+        if phases is not None:
+            summary["phases"] = jsonable(phases_json(_kept(phases, keep)))
         json.dump(summary, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
+        print_verdict(judged)
         print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+        if phases is not None:
+            print()
+            print_phases(phases, keep if args.channel else is_key_channel)
         if plotted is not None:
             print(f"\nplot: {args.plot} ({plotted} series)")
     return 0
+
+
+def _kept(phases, keep):
+    """The phases with only the channels ``-k`` keeps."""
+    return [dataclasses.replace(p, channels={ch: c for ch, c in p.channels.items() if keep(ch)}) for p in phases]
 
 
 def _read_trace_or_fail(read_trace, path):

@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_record)
 
     rp = sub.add_parser("report", help="summarize a trace: per-channel statistics, rate, drops; --plot, --json",
-                        description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace.")
+                        description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace, opened by a "
+                                    "verdict: the phases that take the most wall time and what was saturated "
+                                    "or starved during each.")
     rp.add_argument("trace", metavar="TRACE")
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
@@ -73,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
                     help="only channels matching this glob or substring (repeatable)")
     rp.add_argument("--all", action="store_true", help="also list channels that were always 0")
+    rp.add_argument("--by", action="append", metavar="PATTERN",
+                    help="one row per phase: the spans (X or B/E duration events: Composer's event/batch, "
+                         "dataloader, sysprof.mark() markers) whose name matches this glob (repeatable): count, "
+                         "total and mean duration, and per channel the mean and the amount accrued inside them "
+                         "(bytes, CPU-seconds, stall-seconds, joules); -k chooses the channels")
     rp.set_defaults(func=cmd_report)
 
     inf = sub.add_parser("info", help="backend, available sources and why not, kernel, CPUs",

@@ -1,5 +1,13 @@
 """Statistics of a trace: time-weighted per-channel statistics (a counter holds its value until its next event)
-and the summary ``sysprof report`` prints or writes as JSON."""
+and the summary ``sysprof report`` prints or writes as JSON.
+
+The effective rate is the samples over the time sampling covered. A ``sysprof record`` trace (its sampler
+statistics known) was sampled from its start event to its stop event: ``(taken - dropped) / duration``. A trace
+without them (Composer's layout, whose profiler samples only in its schedule's active windows) is split into
+sampling windows: a spacing of its distinct timestamps over ``GAP_FACTOR`` x their median spacing ends a window,
+and each window covers its first to its last timestamp plus one median spacing (its last sample's share), so
+``rate = timestamps / sum of window lengths`` -- 200 Hz for 5 ms spacing however long the gaps between windows.
+"""
 from __future__ import annotations
 
 import fnmatch
@@ -9,7 +17,11 @@ from ..sampling.registry import source_available
 from .model import TraceData
 from .units import unit_of
 
-__all__ = ["weighted_stats", "summarize", "channel_filter", "jsonable"]
+__all__ = ["weighted_stats", "summarize", "channel_filter", "jsonable", "sampled_windows", "GAP_FACTOR"]
+
+#: a spacing of a trace's timestamps over this many median spacings ends a sampling window (Composer's profiling
+#: windows are seconds apart at millisecond sampling; a late sample is a few spacings)
+GAP_FACTOR = 10.0
 
 
 def jsonable(x):
@@ -53,6 +65,29 @@ def weighted_stats(values, weights) -> dict:
     return dict(min=float(vs[0]), mean=mean, p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
 
 
+def sampled_windows(data: TraceData):
+    """``[(start_us, end_us)]``: the time a trace was sampled. A ``sysprof record`` trace: one window, its start
+    event to its stop event (else its last timestamp plus an interval: a truncated trace). Other traces: runs of
+    distinct timestamps no further apart than ``GAP_FACTOR`` median spacings, each from its first to its last
+    timestamp plus one median spacing. Empty when the trace has no counter timestamps."""
+    import numpy as np
+
+    ts = data.timestamps()
+    if ts.size == 0:
+        return []
+    if data.recorded and data.start_ts is not None:
+        end = data.stop_ts if data.stop_ts is not None else float(ts[-1]) + data.interval_us()
+        return [(float(data.start_ts), float(max(end, data.start_ts)))]
+    if ts.size == 1:
+        return [(float(ts[0]), float(ts[0]) + data.interval_us())]
+    gaps = np.diff(ts)
+    median = float(np.median(gaps))
+    cut = np.flatnonzero(gaps > GAP_FACTOR * median) + 1  # index of each window's first timestamp but the first's
+    firsts = np.concatenate([[0], cut])
+    lasts = np.concatenate([cut - 1, [ts.size - 1]])
+    return [(float(ts[a]), float(ts[b]) + median) for a, b in zip(firsts.tolist(), lasts.tolist())]
+
+
 def summarize(data: TraceData) -> dict:
     import numpy as np
 
@@ -65,12 +100,15 @@ def summarize(data: TraceData) -> dict:
     else:
         duration = float((ts[-1] - ts[0]) / 1e6) if ts.size >= 2 else 0.0
     taken, dropped = stats.get("taken"), stats.get("dropped")
+    windows = sampled_windows(data)
     if isinstance(taken, (int, float)):
         samples = int(taken - (dropped or 0))
+        sampled = duration
         rate = samples / duration if duration > 0 else None
-    else:  # a trace from elsewhere: count distinct timestamps
+    else:  # a trace from elsewhere: count distinct timestamps, over the sampling windows only
         samples = int(ts.size)
-        rate = (samples - 1) / duration if duration > 0 and samples >= 2 else None
+        sampled = sum(b - a for a, b in windows) / 1e6
+        rate = samples / sampled if sampled > 0 and samples >= 2 else None
     channels = {}
     for ch, (t, v) in data.series.items():
         entry = {"unit": unit_of(ch, data.units), "events": int(v.size), "valid": int(np.isfinite(v).sum())}
@@ -91,6 +129,8 @@ def summarize(data: TraceData) -> dict:
         "samples": samples,
         "duration_s": duration,
         "effective_rate_hz": rate,
+        "sampled_s": sampled,
+        "windows": len(windows),
         "taken": taken,
         "dropped": dropped,
         "missed_deadlines": stats.get("missed_deadlines"),

@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 import sys
 
-__all__ = ["format_seconds", "format_si", "human_bytes", "format_value", "print_table"]
+__all__ = ["format_seconds", "format_si", "human_bytes", "format_value", "print_table", "print_verdict",
+           "print_phases"]
 
 
 def format_seconds(s: float) -> str:
@@ -79,7 +80,10 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
         interval = f"median spacing {format_seconds(iv)}"
     else:
         interval = f"interval {format_seconds(iv)} = {format_si(1 / iv, 'Hz')}"
-    out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s; effective rate "
+    windows = ""
+    if (s.get("windows") or 0) > 1:
+        windows = f" ({s['windows']} sampling windows, {s['sampled_s']:.3f} s sampled)"
+    out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s{windows}; effective rate "
               f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')} ({interval})\n")
     if any(s.get(k) is not None for k in ("dropped", "missed_deadlines", "sample_ns_mean")):
         out.write(f"dropped:    {opt(s.get('dropped'), lambda v: f'{int(v):,}')}   missed deadlines: "
@@ -105,3 +109,53 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
         out.write("  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip() + "\n")
     if hidden:
         out.write(f"({hidden} channels that were always 0 or never valid are hidden; --all shows them)\n")
+
+
+def print_verdict(verdict) -> None:
+    """The verdict's lines (:func:`sysprof.report.verdict.verdict`), before the table."""
+    out = sys.stdout
+    out.write("verdict:\n")
+    for v in verdict:
+        out.write(f"  {v['text']}\n")
+    out.write("\n")
+
+
+def _with_unit(v: float, unit: str) -> str:
+    """``v`` and its unit: SI-prefixed for B, B/s, Hz and J, seconds scaled, others plain."""
+    if unit == "s":
+        return format_seconds(v) if v > 0 else "0 s"
+    if unit == "J":
+        return format_si(v, unit)
+    text = format_value(v, unit)
+    return text if unit in ("B", "B/s", "Hz") or not unit else f"{text} {unit}"
+
+
+def _amount_text(c) -> str:
+    if c.amount is None or not math.isfinite(c.amount):
+        return ""
+    return f" ({_with_unit(c.amount, c.amount_unit or '')})"
+
+
+def print_phases(phases, keep, width: int = 110) -> None:
+    """One row per phase: spans, total and mean duration, then its channels that ``keep`` accepts (all-zero ones
+    left out) as ``channel mean unit (amount)``, wrapped under the row."""
+    out = sys.stdout
+    names = [p.name for p in phases]
+    w = max([len("phase")] + [len(n) for n in names])
+    out.write(f"{'phase'.ljust(w)}  {'count':>7}  {'total':>10}  {'mean':>10}\n")
+    for p in phases:
+        out.write(f"{p.name.ljust(w)}  {p.count:>7,}  {format_seconds(p.duration_seconds):>10}  "
+                  f"{format_seconds(p.mean_seconds):>10}\n")
+        items = []
+        for ch, c in p.channels.items():
+            if not keep(ch) or (c.mean == 0 and not c.amount):
+                continue
+            items.append(f"{ch} {_with_unit(c.mean, c.unit)}{_amount_text(c)}")
+        line = "   "
+        for item in items:
+            if len(line) + len(item) + 2 > width and line.strip():
+                out.write(line.rstrip("; ") + "\n")
+                line = "   "
+            line += f" {item};"
+        if line.strip():
+            out.write(line.rstrip(";") + "\n")
