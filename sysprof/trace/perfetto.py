@@ -88,12 +88,13 @@ def protos():
     Raises:
         ImportError: ``perfetto`` or ``protobuf`` is not installed (one line naming the extra).
     """
+    import importlib
+
     try:
-        from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+        return importlib.import_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     except ImportError as e:
         raise ImportError(f"Perfetto traces (.pftrace) need the perfetto and protobuf packages: "
                           f"pip install 'sysprof[perfetto]' ({e})") from None
-    return perfetto_trace_pb2
 
 
 def is_perfetto_path(path: PathLike) -> bool:
