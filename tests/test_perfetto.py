@@ -15,6 +15,7 @@ pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 from sysprof.report import TraceData  # noqa: E402
 from sysprof.trace.chrome import ChromeTraceWriter, read_trace  # noqa: E402
 from sysprof.trace.perfetto import TraceTime, protos, read_events, writer_class_for  # noqa: E402
+from sysprof.trace.perfetto_read import iter_packets  # noqa: E402
 from sysprof.trace.perfetto_write import PerfettoTraceWriter  # noqa: E402
 
 from cli_support import run_cli  # noqa: E402
@@ -115,11 +116,16 @@ def test_round_trip_is_exact(tmp_path):
 
 
 def test_protobuf_is_perfettos_trace(tmp_path):
-    """The file parses as Perfetto's Trace; counter tracks carry the channel names and units; names interned."""
-    path = tmp_path / "t.pftrace"
+    """The file parses as Perfetto's Trace (its packets deflated in compressed_packets bundles, as Perfetto's
+    service writes them, or not); counter tracks carry the channel names and units; names interned."""
+    path, plain = tmp_path / "t.pftrace", tmp_path / "plain.pftrace"
     _write(path, _events())
-    trace = pb.Trace.FromString(path.read_bytes())
-    packets = list(trace.packet)
+    _write(plain, _events(), compress=False)
+    bundles = list(pb.Trace.FromString(path.read_bytes()).packet)
+    assert bundles and all(p.ListFields()[0][0].name == "compressed_packets" for p in bundles)
+    packets = list(pb.Trace.FromString(plain.read_bytes()).packet)
+    assert list(iter_packets(path.read_bytes())) == packets
+    assert os.path.getsize(path) < os.path.getsize(plain)
     assert all(p.trusted_packet_sequence_id == 1 for p in packets)
     first = packets[0]
     assert first.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED and first.first_packet_on_sequence
@@ -164,17 +170,18 @@ def test_unchanged_values_are_not_written_again(tmp_path):
           for i in range(100)]
     path = tmp_path / "t.pftrace"
     _write(path, ev)
-    te = [p.track_event for p in pb.Trace.FromString(path.read_bytes()).packet if p.HasField("track_event")]
+    te = [p.track_event for p in iter_packets(path.read_bytes()) if p.HasField("track_event")]
     assert len(te) == 100
     assert sum(1 + len(t.extra_counter_values) + len(t.extra_double_counter_values) for t in te) == 3 + 99
     assert read_events(path) == ev
     assert [t.counter_value for t in te[1:]] == list(range(1, 100))  # integral values go as integers
 
 
-def test_flush_makes_everything_readable_and_a_truncated_file_reads_up_to_its_last_whole_packet(tmp_path):
+@pytest.mark.parametrize("compress", [True, False])
+def test_flush_makes_everything_readable_and_a_truncated_file_reads_up_to_its_last_whole_packet(tmp_path, compress):
     ev = [e for e in _expected(_events()) if e.get("name") != "wide"]  # events of one packet each (and X's two)
     path = tmp_path / "t.pftrace"
-    w = PerfettoTraceWriter(path)
+    w = PerfettoTraceWriter(path, compress=compress)
     w.write_many(ev[:10])
     w.flush()
     assert read_events(path) == ev[:10]  # streamed: readable while being written
@@ -182,13 +189,14 @@ def test_flush_makes_everything_readable_and_a_truncated_file_reads_up_to_its_la
     w.close()
     data = path.read_bytes()
     seen = []
-    for cut in range(0, len(data) + 1, 7):
+    for cut in range(0, len(data) + 1, 3):
         part = tmp_path / "cut.pftrace"
         part.write_bytes(data[:cut])
         got = read_events(part)
         assert got == ev[:len(got)]
         seen.append(len(got))
     assert seen == sorted(seen) and seen[0] == 0 and seen[-1] >= len(ev) - 2
+    assert len(set(seen)) > len(ev) // 2  # a cut inside a compressed bundle still yields its whole packets
     assert read_events(path) == ev
     bad = tmp_path / "bad.pftrace"
     bad.write_bytes(b"[\n{}")

@@ -2,6 +2,7 @@
 :func:`read_events` (the format and what comes back: :mod:`sysprof.trace.perfetto`)."""
 from __future__ import annotations
 
+import zlib
 
 from .chrome import _open_trace
 from .perfetto import (INCREMENTAL_CLOCK, METADATA_TRACK, RESIDUAL, PathLike, TraceTime, _key_from_channel,
@@ -27,8 +28,9 @@ def _varint(data: bytes, pos: int):
 
 
 def iter_packets(data: bytes):
-    """The ``TracePacket`` messages of a ``Trace`` message's bytes, in order, up to the last whole one (a truncated
-    or unreadable tail ends the iteration).
+    """The ``TracePacket`` messages of a ``Trace`` message's bytes, in order, those of ``compressed_packets``
+    bundles expanded in their place, up to the last whole one: a truncated or unreadable tail ends the iteration
+    (a cut-off compressed bundle yields the whole packets its data still holds).
 
     Raises:
         ValueError: the data does not start like a Perfetto trace (a ``Trace.packet`` field).
@@ -39,16 +41,14 @@ def iter_packets(data: bytes):
         raise ValueError("not a Perfetto protobuf trace (it does not start with a TracePacket)")
     while pos < n:
         tag = _varint(data, pos)
-        if tag is None:
-            return
-        key, pos = tag
-        length = _varint(data, pos)
+        length = None if tag is None else _varint(data, tag[1])
         if length is None:
             return
-        size, pos = length
+        key, (size, pos) = tag[0], length
         end = pos + size
-        if end > n:
-            return  # the last packet was cut short
+        if end > n:  # the last packet was cut short: what a compressed bundle's start still holds
+            yield from _cut_bundle(data[pos:])
+            return
         if key != 0x0A:  # another field of Trace: skip it (length-delimited only; else stop)
             if key & 7 != 2:
                 return
@@ -59,7 +59,30 @@ def iter_packets(data: bytes):
         except Exception:  # noqa: BLE001 - a corrupt packet ends what can be read
             return
         pos = end
-        yield packet
+        if packet.HasField("compressed_packets"):
+            try:
+                inner = zlib.decompress(packet.compressed_packets, 32 + zlib.MAX_WBITS)
+            except zlib.error:
+                return
+            yield from iter_packets(inner)
+        else:
+            yield packet
+
+
+def _cut_bundle(part: bytes):
+    """The whole packets at the start of a cut-off ``compressed_packets`` packet (field 50: tag 0x92 0x03)."""
+    if not part.startswith(b"\x92\x03"):
+        return
+    length = _varint(part, 2)
+    if length is None:
+        return
+    inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)
+    try:
+        inner = inflate.decompress(part[length[1]:])
+    except zlib.error:
+        return
+    if inner:
+        yield from iter_packets(inner)
 
 
 class _Reader:

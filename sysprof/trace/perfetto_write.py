@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import zlib
 from typing import Any, Iterable, Union
 
 from sysprof import forks
@@ -15,6 +16,9 @@ from .perfetto import (INCREMENTAL_CLOCK, MAX_VALUES, METADATA_TRACK, REALTIME_C
 from .schema import UNITS_EVENT, join_channel
 
 __all__ = ["PerfettoTraceWriter"]
+
+#: packets are buffered up to this many bytes, then written (compressed); flush() writes them at once
+BUFFER_BYTES = 1 << 20
 
 _NATIVE = {"B", "E", "X", "i", "I"}
 _NATIVE_KEYS = {"name", "ph", "ts", "pid", "tid", "cat", "args"}
@@ -56,7 +60,8 @@ class PerfettoTraceWriter:
     #: the exact-timestamp type: ``writer.timestamp(t_ns)`` is the ``ts`` to give for ns ``t_ns``
     timestamp = TraceTime
 
-    def __init__(self, path: PathLike, *, overwrite: bool = False, fd: Union[int, None] = None) -> None:
+    def __init__(self, path: PathLike, *, overwrite: bool = False, fd: Union[int, None] = None,
+                 compress: bool = True) -> None:
         self._pb = pb = protos()
         self.path = pathlib.Path(path)
         if fd is not None:
@@ -65,7 +70,9 @@ class PerfettoTraceWriter:
             self._file = open(self.path, "wb" if overwrite else "xb")
         self._closed = False
         self._count = 0
-        self._bytes = 0
+        self._bytes = 0           # in the file
+        self._buf = bytearray()   # whole packets not yet in the file
+        self._compress = compress
         self._last_ns = None      # the incremental clock's value; None: no ClockSnapshot written yet
         self._head: list = []     # packets waiting for the first timestamp (the ClockSnapshot)
         self._uuid = 0
@@ -92,15 +99,24 @@ class PerfettoTraceWriter:
 
     def _put(self, packet) -> None:
         data = packet.SerializeToString()
-        n = len(data)
-        head = bytearray(b"\x0a")  # Trace.packet: field 1, length-delimited
-        while n >= 0x80:
-            head.append((n & 0x7F) | 0x80)
-            n >>= 7
-        head.append(n)
+        head = bytearray(b"\x0a") + _varint(len(data))  # Trace.packet: field 1, length-delimited
         head += data
-        self._file.write(head)
-        self._bytes += len(head)
+        self._buf += head
+        if len(self._buf) >= BUFFER_BYTES:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Hand the buffered packets to the file: as one ``compressed_packets`` packet (deflate, as Perfetto's
+        tracing service writes them), or as they are."""
+        buf = self._buf
+        if not buf:
+            return
+        self._buf = bytearray()
+        if self._compress:
+            data = self._TP(compressed_packets=zlib.compress(bytes(buf), 6)).SerializeToString()
+            buf = bytearray(b"\x0a") + _varint(len(data)) + data
+        self._file.write(buf)
+        self._bytes += len(buf)
 
     def _clock(self, ns: int) -> None:
         """Write the ClockSnapshot tying the incremental clock to CLOCK_REALTIME at ``ns``, then the packets held
@@ -412,6 +428,7 @@ class PerfettoTraceWriter:
             return
         if self._head:
             self._clock(self._last_ns if self._last_ns is not None else _now_ns())
+        self._drain()
         self._file.flush()
 
     def close(self) -> None:
@@ -426,8 +443,8 @@ class PerfettoTraceWriter:
 
     @property
     def bytes_written(self) -> int:
-        """Bytes of packets written so far (the file's size once flushed)."""
-        return self._bytes
+        """Bytes written so far: in the file, and buffered (not yet compressed)."""
+        return self._bytes + len(self._buf)
 
     @property
     def events_written(self) -> int:
@@ -446,3 +463,10 @@ class PerfettoTraceWriter:
         self.close()
 
 
+def _varint(n: int) -> bytearray:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return out
