@@ -1,5 +1,6 @@
-"""Perfetto-native traces (``.pftrace``): the writer. :func:`read_events` (in :mod:`sysprof.trace.perfetto_read`)
-reads them back.
+"""Perfetto-native traces (``.pftrace``): the format. The writer is :class:`PerfettoTraceWriter` (in
+:mod:`sysprof.trace.perfetto_write`), :func:`read_events` (in :mod:`sysprof.trace.perfetto_read`) reads them back;
+:func:`writer_class_for` picks the writer of a path (``sysprof record -o trace.pftrace``).
 
 A ``.pftrace`` file is Perfetto's protobuf trace format: a stream of ``TracePacket`` messages (a ``Trace`` message
 written field by field), built with the official ``perfetto`` package's protos, so ui.perfetto.dev and
@@ -35,16 +36,19 @@ primary clock: ``ts`` µs since the Unix epoch, times 1000), written as deltas o
 than the one before it is written with an absolute ``CLOCK_REALTIME`` timestamp instead. A ``ts`` that is a
 :class:`TraceTime` gives the exact ns; an int ``ts`` is µs; a float ``ts`` is rounded to the nearest ns.
 
-Streaming: every packet is whole in the file once :meth:`~PerfettoTraceWriter.flush` returns (``sysprof record``
-flushes at least once a second), so a recorder that is killed loses at most what came since the last flush and
-the file stays readable; :func:`read_events` skips a truncated last packet. Nothing needs repairing (there is no
-closing bracket); ``sysprof repair`` says so.
+Streaming: packets are buffered (up to 1 MiB) and each :meth:`~PerfettoTraceWriter.flush` writes them as one
+``compressed_packets`` packet (deflate, as Perfetto's tracing service writes them; trace_processor and the UI
+expand it; ``compress=False`` writes them as they are). Every packet is whole in the file once ``flush()``
+returns (``sysprof record`` flushes at least once a second), so a recorder that is killed loses at most what came
+since the last flush and the file stays readable: :func:`read_events` reads up to the last whole packet, those
+still held by a cut-off compressed bundle included. Nothing needs repairing (there is no closing bracket);
+``sysprof repair`` says so.
 
 What a reader gets back (:func:`~sysprof.trace.perfetto_read.read_events`): the same events, in the same order,
 with these normalisations: ``ts`` is a :class:`TraceTime` (a float of µs whose ``.ns`` is the exact ns written);
 counter values are floats (an int value comes back as the equal float); NaN and +/-inf counter values are left out
-(as in the Chrome writer); a counter event with no value, of a counter that never had one, is not written (it says
-nothing); two counter events of one counter at the same ns, written one after the other, come back as one; args
+(as in the Chrome writer); a counter event with no value, of a counter that has none at the time, is not written
+(it says nothing); a non-numeric counter value is left out (it is no channel); two counter events of one counter at the same ns, written one after the other, come back as one; args
 anywhere else follow JSON's rules (a non-finite float becomes None, a tuple a list, a non-string key a string).
 """
 from __future__ import annotations

@@ -257,10 +257,10 @@ class PerfettoTraceWriter:
         last = group.last
         values = []
         for k, v in args.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue  # not a number: not a channel
-            if k not in last or last[k] != v:
-                values.append((k, v))
+            if k in last and last[k] == v:
+                continue  # unchanged
+            if v.__class__ is float or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+                values.append((k, v))  # (anything else is not a number: no channel)
         values += [(k, math.nan) for k in last if k not in args]
         if not values:  # nothing changed: repeat one value, so the event's time survives
             k = next((k for k in args if k in last), None)
