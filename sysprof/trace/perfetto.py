@@ -48,8 +48,10 @@ What a reader gets back (:func:`~sysprof.trace.perfetto_read.read_events`): the 
 with these normalisations: ``ts`` is a :class:`TraceTime` (a float of µs whose ``.ns`` is the exact ns written);
 counter values are floats (an int value comes back as the equal float); NaN and +/-inf counter values are left out
 (as in the Chrome writer); a counter event with no value, of a counter that has none at the time, is not written
-(it says nothing); a non-numeric counter value is left out (it is no channel); two counter events of one counter at the same ns, written one after the other, come back as one; args
-anywhere else follow JSON's rules (a non-finite float becomes None, a tuple a list, a non-string key a string).
+(it says nothing); a non-numeric counter value is left out (it is no channel); two counter events of one counter
+at the same ns, written one after the other, come back as one; args anywhere else follow JSON's rules (a
+non-finite float becomes None, a tuple a list, a non-string key a string). ``round(ts * 1000)`` cannot give the ns
+of a date in float arithmetic (53 bits hold µs, not ns, since 1970): use ``ts.ns``.
 """
 from __future__ import annotations
 
