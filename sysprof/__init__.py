@@ -6,8 +6,9 @@ a thin Python layer drains it and speaks Composer's profiler API.
 import sys as _sys
 
 from .sampling import Batch, Row, Sampler, native_available
-from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, Profiler, ProfilerAction, State,
-                       SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces, profile)
+from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, PerfettoTraceHandler, Profiler,
+                       ProfilerAction, State, SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces,
+                       profile)
 from .trace import chrome as chrome_trace
 
 from . import profiler as _profiler, sampling as _sampling
@@ -35,6 +36,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
-    "JSONTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile", "SystemProfiler",
-    "chrome_trace", "by_phase", "__version__",
+    "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
+    "SystemProfiler", "chrome_trace", "by_phase", "__version__",
 ]

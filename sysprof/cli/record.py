@@ -12,6 +12,7 @@ import time
 
 from ..report import human_bytes
 from ..sampling.registry import SOURCES
+from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT
 from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
@@ -65,6 +66,11 @@ def _preflight(args, command) -> None:
         _resolve_command(command)
     if output is not None and os.path.lexists(output) and not args.force:
         raise CLIError(f"output exists: {output} (use --force to overwrite)")
+    if output is not None and is_perfetto_path(output):
+        try:
+            protos()
+        except ImportError as e:
+            raise CLIError(str(e), status=2) from None
 
 
 def cmd_record(args) -> int:
@@ -134,8 +140,6 @@ class _Recording:
     def start(self, make_sampler, sources, follow_child, without_followed) -> None:
         """Nothing touches an existing output until the arguments, the sources and the command have passed: it
         is opened and locked before the command starts, and truncated only once the command runs."""
-        from sysprof.trace.chrome import ChromeTraceWriter
-
         # validate the arguments (and warm up discovery) before anything is spawned
         self.sampler = make_sampler(**without_followed) if follow_child else make_sampler()
         _require_a_source(self.sampler, sources, follow_child)
@@ -148,7 +152,7 @@ class _Recording:
             self._spawn()
         try:
             self.out.truncate()
-            self.writer = self.out.writer(ChromeTraceWriter)
+            self.writer = self.out.writer(writer_class_for(self.output))  # .pftrace: Perfetto's protobuf
         except OSError as e:
             raise CLIError(f"cannot write {self.output}: {e.strerror or e}") from None
         if follow_child:
@@ -192,6 +196,9 @@ class _Recording:
         self.builder = EventBuilder(channels, system_pid=self.my_pid,
                                     process_pid=self.proc_pid if follows else None,
                                     float_ts=self.float_ts, changes_only=not args.every_row)
+        exact = getattr(self.writer, "timestamp", None)
+        if exact is not None:  # a writer that keeps every ns (.pftrace) gets them
+            self.builder.ts = self._ts = exact
         self.t_start_ns = time.time_ns()
         self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
         self.timeout = _Timeout(args.duration, args.kill_after)
@@ -269,7 +276,7 @@ class _Recording:
                 writer.write_many(self.builder.events(batch))
             now = time.monotonic()
             if now - last_flush >= FLUSH_PERIOD:
-                _write_stats_counter(writer, sampler, self.float_ts)
+                _write_stats_counter(writer, sampler, self._ts)
                 writer.flush()
                 last_flush = now
             self.status.update(now - t0, self.builder.rows, sampler.stats, writer.bytes_written)
@@ -302,7 +309,7 @@ class _Recording:
             if len(batch):
                 writer.write_many(builder.events(batch))
             writer.write_many(builder.finish())
-            _write_stats_counter(writer, sampler, self.float_ts)
+            _write_stats_counter(writer, sampler, self._ts)
             self.stats = dict(sampler.stats)
         except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
             self.failure = self.failure or e
@@ -378,9 +385,8 @@ class _Status:
 
 
 
-def _write_stats_counter(writer, sampler, float_ts):
+def _write_stats_counter(writer, sampler, ts):
     st = sampler.stats
-    t = time.time_ns()
-    writer.write(counter_event(STATS_COUNTER, t / 1000.0 if float_ts else t // 1000, os.getpid(), 0,
+    writer.write(counter_event(STATS_COUNTER, ts(time.time_ns()), os.getpid(), 0,
                                {"taken": st.get("taken"), "dropped": st.get("dropped"),
                                 "missed_deadlines": st.get("missed_deadlines")}))

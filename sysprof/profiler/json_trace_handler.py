@@ -140,6 +140,16 @@ class JSONTraceHandler(TraceHandler):
             then, indexed by global rank.
     """
 
+    #: the writer of the cycle files and the suffix they end in (:class:`~sysprof.profiler.PerfettoTraceHandler`'s
+    #: differ); a writer without ``write_encoded`` gets the system counters as event dicts
+    trace_writer: Any = ChromeTraceWriter
+    trace_suffix = ".json"
+
+    @staticmethod
+    def _ts(wall_ns: int) -> Any:
+        """An event's ``ts`` for wall-clock ``wall_ns``: integer µs, as in Composer's layout."""
+        return wall_ns // 1000
+
     def __init__(
         self,
         folder: str = "{run_name}/traces",
@@ -212,17 +222,20 @@ class JSONTraceHandler(TraceHandler):
         """Record a batch of system-profiler counters as text (:class:`~sysprof.trace.tracks.RowTemplate`: one
         template per all-finite row; the text is identical to per-event encoding). The units of ``rows`` are
         declared once per file and channel set (a ``"sysprof units"`` metadata event)."""
-        template = self._template
-        if template is None or template.series is not rows.series:
-            template = self._template = RowTemplate(rows.series, self._rank, self._tid)
         pending = self._pending
         if rows.units and rows.units is not self._units_for:
             self._units_for = rows.units
             event = units_event(rows.units, self._rank)
             event["tid"] = self._tid  # the training loop's thread, as every event of Composer's layout
             pending.append((_UNITS, event))
-        for text, n in template.render(rows.times_ns, rows.values):
-            pending.append((_TEXT, text, n))
+        if not hasattr(self.trace_writer, "write_encoded"):
+            pending.extend((_C, name, cats, t, values) for name, cats, _, t, values in rows.events())
+        else:
+            template = self._template
+            if template is None or template.series is not rows.series:
+                template = self._template = RowTemplate(rows.series, self._rank, self._tid)
+            for text, n in template.render(rows.times_ns, rows.values):
+                pending.append((_TEXT, text, n))
         self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
 
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
@@ -246,8 +259,8 @@ class JSONTraceHandler(TraceHandler):
             args = counter_args(extra.keys(), extra.values())  # NaN and +/-inf left out
             if not args:
                 return None
-            return counter_event(name, wall_ns // 1000, self._rank, self._tid, args, ",".join(categories))
-        event = {"name": name, "cat": ",".join(categories), "ph": _PH[kind], "ts": wall_ns // 1000,
+            return counter_event(name, self._ts(wall_ns), self._rank, self._tid, args, ",".join(categories))
+        event = {"name": name, "cat": ",".join(categories), "ph": _PH[kind], "ts": self._ts(wall_ns),
                  "pid": self._rank, "tid": self._tid,
                  "args": {"epoch": _counter_value(extra.epoch), "batch": _counter_value(extra.batch)}}
         if kind == _I:
@@ -256,9 +269,9 @@ class JSONTraceHandler(TraceHandler):
 
     def _open_writer(self) -> None:
         assert self._folder is not None
-        suffix = ".json.gz" if is_gzip_path(self.filename) else ".json"
+        suffix = self.trace_suffix + (".gz" if is_gzip_path(self.filename) else "")
         tmp = os.path.join(self._folder, f".sysprof-rank{self._rank}-{os.getpid()}.partial{suffix}")
-        self._writer = ChromeTraceWriter(tmp, overwrite=True)
+        self._writer = self.trace_writer(tmp, overwrite=True)
         self._cycle_events = 0
 
     def _write_pending(self) -> None:
@@ -276,7 +289,7 @@ class JSONTraceHandler(TraceHandler):
             write = self._writer.write
             pending = self._pending
             event = self._event
-            write_encoded = self._writer.write_encoded
+            write_encoded = getattr(self._writer, "write_encoded", None)  # only _TEXT records use it
             n = 0
             while pending:
                 rec = pending.popleft()
@@ -325,7 +338,7 @@ class JSONTraceHandler(TraceHandler):
             td.barrier()
 
     def _metadata(self, name: str, wall_ns: int, args: dict) -> None:
-        self._pending.append((_META, {"name": name, "cat": "", "ph": "M", "ts": wall_ns // 1000,
+        self._pending.append((_META, {"name": name, "cat": "", "ph": "M", "ts": self._ts(wall_ns),
                                      "pid": self._rank, "tid": self._tid, "args": args}))
 
     def _write_metadata(self, synchronize: bool) -> None:
@@ -414,7 +427,7 @@ class JSONTraceHandler(TraceHandler):
             # ".final" before ".json" of the file name; an older run's file is replaced with overwrite=True
             if final and (path in self._saved_paths or (not self.overwrite and os.path.exists(path))):
                 head, name = os.path.split(path)
-                stem, dot, ext = name.partition(".json")
+                stem, dot, ext = name.partition(self.trace_suffix)
                 path = os.path.join(head, f"{stem}.final{dot}{ext}")
             self._saved_paths.add(path)
             if os.path.dirname(path):
