@@ -41,6 +41,9 @@ def cmd_report(args) -> int:
         print_table(summary, args.trace, show_all=args.all or bool(args.channel))
         if plotted is not None:
             print(f"\nplot: {args.plot} ({plotted} series)")
+    if plotted is not None and plotted.left_out:
+        print(f"left out of the plot: {plotted.left_out_text()}; show them with -k PATTERN",
+              file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
