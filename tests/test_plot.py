@@ -110,7 +110,8 @@ def test_panel_order_with_every_group(figure):
                             "process_tree/2/rss_bytes"]
     assert len(res.panels) == MAX_PANELS  # the 15th panel (members' count) is named as left out, not lost
     foot = fig.texts[-1].get_text()
-    assert "left out: 4 channels (process_tree/num_processes, process_tree/*/rss_bytes); show them with -k" in foot
+    assert res.left_out_text() in foot and res.left_out_text() == (
+        "left out: 4 channels (process_tree/num_processes, process_tree/*/rss_bytes); show them with -k PATTERN")
     assert "not drawn: 1 channel always 0 or never valid" in foot
 
 
@@ -137,6 +138,9 @@ def test_too_many_channels_are_named_exactly(figure):
     # -k draws exactly what it matches, IOPS included
     fig, res = figure(data, channel_filter=lambda ch: ch.startswith("disk/"))
     assert res.panels == ["disk"] and res.left_out == [] and res == 1
+    fig, res = figure(data, channel_filter=lambda ch: ch.startswith("net/"))
+    assert res.left_out == nics[:12 - MAX_LINES]
+    assert res.left_out_text().endswith("; narrow -k PATTERN to show them")
 
 
 def test_constant_series_is_drawn_with_padding(figure):
@@ -224,3 +228,23 @@ def test_weighted_quantile_is_the_tables():
     st = weighted_stats(v, w)
     assert weighted_quantile(v, w, 0.5) == st["p50"] and weighted_quantile(v, w, 0.95) == st["p95"]
     assert weighted_quantile([math.nan], [1.0], 0.5) is None
+
+
+def test_report_names_what_the_plot_left_out(tmp_path):
+    from cli_support import run_cli
+
+    from sysprof.trace.chrome import ChromeTraceWriter
+
+    path = tmp_path / "t.json"
+    w = ChromeTraceWriter(path)
+    for ev in [_start()] + [_counter("disk/sda", i, write_bytes_per_second=1e6 * (i % 3),
+                                     write_count_per_second=float(i % 5)) for i in range(20)]:
+        w.write(ev)
+    w.close()
+    proc = run_cli("report", path, "--plot", tmp_path / "p.png")
+    assert proc.returncode == 0, proc.stderr
+    assert ("plot left out: 1 channel (disk/sda/write_count_per_second); show them with -k PATTERN"
+            in proc.stdout.splitlines())
+    proc = run_cli("report", path, "--json", "--plot", tmp_path / "p.png")
+    assert proc.returncode == 0 and proc.stdout.lstrip().startswith("{")
+    assert "plot left out: 1 channel" in proc.stderr

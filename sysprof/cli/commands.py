@@ -42,8 +42,7 @@ def cmd_report(args) -> int:
         if plotted is not None:
             print(f"\nplot: {args.plot} ({plotted} series)")
     if plotted is not None and plotted.left_out:
-        print(f"left out of the plot: {plotted.left_out_text()}; show them with -k PATTERN",
-              file=sys.stderr if args.json else sys.stdout)
+        print(f"plot {plotted.left_out_text()}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -50,8 +50,9 @@ class PlotResult(int):
     with something to show that are not drawn; ``-k`` shows them), ``hidden`` (always 0 or never valid),
     ``panels`` (titles, in order), ``clipped`` ({panel title: (axis top, maximum)})."""
 
-    def __new__(cls, drawn: int, panels=(), left_out=(), hidden=(), clipped=None):
+    def __new__(cls, drawn: int, panels=(), left_out=(), hidden=(), clipped=None, filtered=False):
         self = int.__new__(cls, drawn)
+        self.filtered = filtered
         self.panels = list(panels)
         self.left_out = list(left_out)
         self.hidden = list(hidden)
@@ -63,7 +64,11 @@ class PlotResult(int):
         return int(self)
 
     def left_out_text(self) -> str:
-        return compress(self.left_out) if self.left_out else ""
+        """``left out: N channels (...); show them with -k PATTERN`` (with ``-k``: narrow it), or ``""``."""
+        if not self.left_out:
+            return ""
+        how = "narrow -k PATTERN to show them" if self.filtered else "show them with -k PATTERN"
+        return f"left out: {compress(self.left_out)}; {how}"
 
 
 def _plot_selection(data: TraceData, channel_filter, filtered: bool = False):
@@ -217,9 +222,8 @@ def build_figure(data: TraceData, channel_filter=None, title: str = "", smooth_s
     axes[-1].set_xlabel("time since start [s]")
     head = _heading(data, title, smooth_s)
     fig.suptitle(head, fontsize=10, y=1 - 0.08 / fig.get_figheight(), va="top")
-    notes = []
-    if sel.left_out:
-        notes.append(f"left out: {compress(sel.left_out)}; show them with -k PATTERN")
+    result = PlotResult(drawn, [p.title for p in sel.panels], sel.left_out, sel.hidden, clipped, filtered)
+    notes = [result.left_out_text()] if sel.left_out else []
     if sel.hidden:
         many = len(sel.hidden) != 1
         notes.append(f"not drawn: {len(sel.hidden)} channel{'s' if many else ''} always 0 or never valid")
@@ -232,7 +236,7 @@ def build_figure(data: TraceData, channel_filter=None, title: str = "", smooth_s
         foot = (0.16 * len(notes) + 0.05) / fig.get_figheight()
     top = 1 - (0.6 if shaded else 0.3) / fig.get_figheight()
     fig.tight_layout(rect=(0, foot, 1, top))
-    return fig, PlotResult(drawn, [p.title for p in sel.panels], sel.left_out, sel.hidden, clipped)
+    return fig, result
 
 
 def _unit_of_panel(panels, title):
