@@ -248,3 +248,20 @@ def test_report_names_what_the_plot_left_out(tmp_path):
     proc = run_cli("report", path, "--json", "--plot", tmp_path / "p.png")
     assert proc.returncode == 0 and proc.stdout.lstrip().startswith("{")
     assert "plot left out: 1 channel" in proc.stderr
+
+
+def test_composer_layout_panels_and_batch_spans(figure):
+    """A ``sysprof.profile()`` / JSONTraceHandler trace: Composer's names land in the same panels, and its
+    ``event/batch`` B/E pairs are shaded by default."""
+    ev = []
+    for i in range(40):
+        ts = T0 + i * IV
+        ev += [{"name": "cpu", "ph": "C", "ts": ts, "args": {"cpu_percent": float(i % 4)}},
+               {"name": "network/eth0/kb_recv_per_second", "ph": "C", "ts": ts, "args": {"kb_recv_per_second": i % 3}},
+               {"name": "memory/virtual", "ph": "C", "ts": ts, "args": {"used_gb": 3 + i / 100, "available_gb": 5.0}}]
+    ev += [{"name": "event/batch", "ph": "B", "ts": T0 + 50_000, "pid": 0, "tid": 7},
+           {"name": "event/batch", "ph": "E", "ts": T0 + 150_000, "pid": 0, "tid": 7}]
+    fig, res = figure(TraceData(ev))
+    assert res.panels == ["cpu", "memory", "network"] and res == 3  # available_gb: the mirror of used_gb
+    assert fig.axes[1].get_ylabel() == "memory\n[GB]"
+    assert _phase_extents(fig) == {"event/batch": [[(0.05, 0.15)]] * 3}

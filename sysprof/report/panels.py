@@ -30,17 +30,19 @@ MAX_MEMBER_LINES = 16  # per-member panels of process_tree (its slots: 8 by defa
 BOUNDED_UNITS = ("%", "s/s")
 
 #: (panel, regular expression): a channel goes to the first panel whose expression matches it whole; the
-#: default plot shows these panels first, in this order. ``{field}``: one panel per member field.
+#: default plot shows these panels first, in this order. ``{field}``: one panel per member field. The ``_gb``,
+#: ``kb_`` and ``busy_percent`` names are Composer's layout (``sysprof.profile()``, ``JSONTraceHandler``).
 _RULES = (
     ("cpu", r"cpu/(cpu_)?percent|cpu/(user|nice|system|iowait|irq|softirq|steal|guest|guest_nice)_percent"),
     ("per-cpu", r"cpu/\d+/\w*percent"),
-    ("memory", r"memory/\w+_bytes|swap/used_bytes|cgroup/memory_(current|anon|file)_bytes"),
-    ("process memory", r"process(_tree)?/(rss|pss|uss)_bytes"),
+    ("memory", r"memory/\w+_bytes|swap/used_bytes|cgroup/memory_(current|anon|file)_bytes"
+               r"|memory/(virtual|swap)/\w+_gb"),
+    ("process memory", r"process(_tree)?/(rss|pss|uss)_bytes|process/memory/rss_gb"),
     ("disk", r"disk/[^/]+/(read|write)_bytes_per_second|cgroup/io_(read|write)_bytes_per_second"),
-    ("disk busy", r"disk/[^/]+/busy_time_seconds_per_second"),
-    ("network", r"net/[^/]+/bytes_(recv|sent)_per_second"),
+    ("disk busy", r"disk/[^/]+/(busy_time_seconds_per_second|busy_percent)"),
+    ("network", r"net/[^/]+/bytes_(recv|sent)_per_second|network/[^/]+/kb_(recv|sent)_per_second"),
     ("pressure", r"pressure/\w+/(some|full)_seconds_per_second"),
-    ("process CPU", r"process(_tree)?/cpu_percent"),
+    ("process CPU", r"process(_tree)?/cpu_percent|process/cpu/cpu_percent"),
     ("member {field}", r"process_tree/[^/]+/(?P<field>\w+)"),
     ("GPU utilisation", r"gpu/[^/]+/(memory_)?utilization_percent"),
     ("GPU memory", r"gpu/[^/]+/memory_used_bytes"),
@@ -55,12 +57,13 @@ _SOURCE_ORDER = ("cpu", "per-cpu", "process", "process_tree", "memory", "swap", 
 #: mirrors of drawn series: the stacked modes' complement, meminfo's totals beside used, a device's capacity
 _MIRRORS = ("cpu/idle_percent", "cpu/*/idle_percent", "memory/available_bytes", "memory/free_bytes",
             "memory/total_bytes", "memory/used_percent", "swap/total_bytes", "swap/free_bytes",
-            "gpu/*/memory_free_bytes", "gpu/*/memory_total_bytes", "process_tree/*/pid")
+            "gpu/*/memory_free_bytes", "gpu/*/memory_total_bytes", "process_tree/*/pid",
+            "memory/virtual/available_gb", "memory/swap/free_gb")  # the last two: Composer's layout
 #: kept off the default plot (named as left out; -k draws them): counts beside the byte rates, threads, virtual
 #: size, running totals without a rate (a rising line; the members' memory figures other than the proportional
 #: one are left out by :func:`_member_memory`)
 _SKIP = ("*_count_per_second", "net/*/packets_*", "disk/*/read_time_seconds", "disk/*/write_time_seconds",
-         "process*/num_threads", "process/vms_bytes", "*_seconds_total", "*_periods_total",
+         "process*/num_threads", "process/vms_bytes", "process/memory/vms_gb", "*_seconds_total", "*_periods_total",
          "vmstat/*_total")
 _MEMBER_MEMORY = ("pss_bytes", "rss_bytes", "uss_bytes")  # the first a member has is drawn
 

@@ -228,8 +228,9 @@ def build_figure(data: TraceData, channel_filter=None, title: str = "", smooth_s
         many = len(sel.hidden) != 1
         notes.append(f"not drawn: {len(sel.hidden)} channel{'s' if many else ''} always 0 or never valid")
     for name, (top, hi) in clipped.items():
-        notes.append(f"{name}: y axis clipped at {_si_tick(top, _unit_of_panel(sel.panels, name))} "
-                     f"(p{CLIP_QUANTILE * 100:g}), max {_si_tick(hi, _unit_of_panel(sel.panels, name))}")
+        unit = next(p.unit for p in sel.panels if p.title == name)
+        notes.append(f"{name}: y axis clipped at {_si_tick(top, unit)} (p{CLIP_QUANTILE * 100:g}), "
+                     f"max {_si_tick(hi, unit)}")
     foot = 0.0
     if notes:
         fig.text(0.01, 0.004, "\n".join(notes), fontsize=7, va="bottom", ha="left", color="0.25", wrap=True)
@@ -237,10 +238,6 @@ def build_figure(data: TraceData, channel_filter=None, title: str = "", smooth_s
     top = 1 - (0.6 if shaded else 0.3) / fig.get_figheight()
     fig.tight_layout(rect=(0, foot, 1, top))
     return fig, result
-
-
-def _unit_of_panel(panels, title):
-    return next(p.unit for p in panels if p.title == title)
 
 
 def _heading(data, title, smooth_s):
