@@ -265,3 +265,11 @@ def test_composer_layout_panels_and_batch_spans(figure):
     assert res.panels == ["cpu", "memory", "network"] and res == 3  # available_gb: the mirror of used_gb
     assert fig.axes[1].get_ylabel() == "memory\n[GB]"
     assert _phase_extents(fig) == {"event/batch": [[(0.05, 0.15)]] * 3}
+
+
+def test_nothing_to_plot_is_a_clear_error():
+    from sysprof.report import ReportError
+
+    ev = [_start()] + [_counter("disk/sda", i, read_bytes_per_second=0.0) for i in range(5)]
+    with pytest.raises(ReportError, match="^nothing to plot: every selected channel is always 0 or never valid$"):
+        build_figure(TraceData(ev))
