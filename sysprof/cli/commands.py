@@ -59,6 +59,8 @@ def cmd_report(args) -> int:
             print_phases(phases, keep if args.channel else is_key_channel)
         if plotted is not None:
             print(f"\nplot: {args.plot} ({plotted} series)")
+    if plotted is not None and plotted.left_out:
+        print(f"plot {plotted.left_out_text()}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
