@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from bench_util import REPO, HERE, table
 
-LEFT_OUT = re.compile(r":(main|evict|kernel_copy_model|pread|_dl_\w*|do_lookup_x|__libc_start\w*)$|dl-|malloc|memset")
+LEFT_OUT = re.compile(r":(main|evict|kernel_copy_model|pread|_dl_\w*|do_lookup_x|__libc_start\w*)(\(.*\))?$|dl-|malloc|memset")
 
 
 def _build(workdir: str) -> Optional[str]:
@@ -47,7 +47,7 @@ def _cachegrind(exe: str, ticks: int, i1: str, out: str, events: str) -> List[tu
         t = re.sub(r"\([^)]*%\)", "", line).split(None, n)
         if len(t) <= n or not all(re.fullmatch(r"[\d,]+|\.", x) for x in t[:n]):
             continue
-        fn = t[n].strip()
+        fn = t[n].strip().replace("(anonymous namespace)::", "")
         if "PROGRAM TOTALS" in fn or LEFT_OUT.search(fn):
             continue
         rows.append(([0 if x == "." else int(x.replace(",", "")) for x in t[:n]], fn))

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, no_match_message, phases_json,
-                      plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
+from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
+                      phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
 from .common import PROG, CLIError, _import_sysprof
 
 
@@ -43,8 +43,9 @@ def cmd_report(args) -> int:
     judged = verdict(data, phases=phases, total_seconds=summary["sampled_s"])
     plotted = None
     if args.plot:
+        shaded = [s for spans in match_spans(data, args.by).values() for s in spans] if args.by else None
         plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
-                             title=summary.get("command") or args.trace, smooth_s=args.smooth)
+                             title=summary.get("command") or args.trace, smooth_s=args.smooth, phases=shaded)
     if args.json:
         summary["verdict"] = jsonable(judged)
         if phases is not None:
