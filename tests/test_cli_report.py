@@ -418,3 +418,33 @@ def test_effective_rate_counts_the_sampling_windows_only(tmp_path):
     assert s["verdict"][0]["phase"] == "(whole trace)" and s["verdict"][0]["share"] == pytest.approx(1.0)
     out = run_cli("report", path).stdout
     assert "(3 sampling windows, 1.500 s sampled); effective rate 200.0 Hz" in out
+
+
+def test_report_by_shades_the_matched_phases_on_the_plot(tmp_path, monkeypatch):
+    # `report --by PATTERN --plot` hands exactly the spans --by matched to the plot (and no others)
+    import sysprof.cli.commands as commands
+    from sysprof.cli import main
+
+    events = [{"name": "cpu", "ph": "C", "ts": T0 + i * 10_000, "pid": 1, "tid": 0, "args": {"percent": float(i % 7)}}
+              for i in range(50)]
+    events += [{"name": "step", "ph": "X", "ts": T0 + 50_000, "dur": 100_000, "pid": 1, "tid": 2},
+               {"name": "step", "ph": "X", "ts": T0 + 300_000, "dur": 20_000, "pid": 1, "tid": 2},
+               {"name": "ckpt", "ph": "X", "ts": T0 + 200_000, "dur": 30_000, "pid": 1, "tid": 2}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    seen = {}
+
+    class Plotted(int):
+        left_out = ()
+
+    def fake_plot(data, out, **kw):
+        seen.update(kw)
+        return Plotted(1)
+
+    monkeypatch.setattr(commands, "plot_trace", fake_plot)
+    monkeypatch.setattr(commands, "require_matplotlib", lambda: None)
+    assert main(["report", str(path), "--by", "st*", "--plot", str(tmp_path / "p.png")]) == 0
+    assert [(s.name, s.start_us - T0, s.end_us - T0) for s in seen["phases"]] == [("step", 50_000, 150_000),
+                                                                                  ("step", 300_000, 320_000)]
+    assert main(["report", str(path), "--plot", str(tmp_path / "p.png")]) == 0
+    assert seen["phases"] is None  # no --by: the plot's own default (Composer's batch spans)
