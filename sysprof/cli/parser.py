@@ -26,13 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="sample system metrics while a command runs; write a Chrome/Perfetto trace",
                        description="Sample system metrics while COMMAND runs (or for --duration, or until Ctrl-C) "
-                                   "and write a Chrome trace-event JSON file (open it in ui.perfetto.dev). "
+                                   "and write a Chrome trace-event JSON file, or Perfetto's protobuf format for a .pftrace "
+                                   "output (open either in ui.perfetto.dev). "
                                    "Exit status: the command's when it is not 0; otherwise 1 if the trace could "
                                    "not be written completely (e.g. the disk filled up), else 0. "
                                    "SIGINT/SIGTERM/SIGHUP/SIGQUIT are passed on to the command; should it "
                                    "ignore them, a second one sends it SIGTERM and a third SIGKILL.")
     r.add_argument("-o", "--output", metavar="TRACE",
-                   help="trace file (.json, or .json.gz for gzip; not '-'); default: a new "
+                   help="trace file (.json, .json.gz for gzip, or .pftrace for Perfetto's protobuf format; not '-'); "
+                        "default: a new "
                         "sysprof-YYYYmmdd-HHMMSS.json in the current directory (-1, -2, ... added if that "
                         "exists; never overwritten). A symbolic link at TRACE, even a dangling one, is refused: "
                         "sysprof never writes through a link. The trace is locked (flock) while recorded: a "
