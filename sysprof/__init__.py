@@ -10,6 +10,7 @@ from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, P
                        ProfilerAction, State, SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces,
                        profile)
 from .trace import chrome as chrome_trace
+from .frames import read_trace  # any trace file as a DataFrame (needs pandas: sysprof[pandas])
 
 from . import profiler as _profiler, sampling as _sampling
 
@@ -37,5 +38,5 @@ __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
-    "SystemProfiler", "chrome_trace", "by_phase", "__version__",
+    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "__version__",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sysprof.report import ReportError, TraceData
-from sysprof.report.names import sampler_channel
+from sysprof.trace.composer_map import sampler_channel as _inverse, sampler_channels
 from sysprof.report.phases import amount_rule, by_phase, no_match_message, phases_frame, phases_json, whole_trace
 
 S = 1_000_000  # µs per second
@@ -167,6 +167,12 @@ def test_a_composer_trace_is_mapped_back_to_the_sampler_names_and_gaps_hold_no_v
     assert wide["disk/sda/read_time_seconds"].amount == pytest.approx(0.038)
 
 
+def sampler_channel(ch):
+    """(sampler channel, factor: the sampler's value over the trace's) of a Composer-layout channel, or None."""
+    hit = _inverse(ch)
+    return hit and (hit[0], hit[1] / hit[2])
+
+
 def test_sampler_channel_inverts_composer_names():
     assert sampler_channel("memory/virtual/used_gb") == ("memory/used_bytes", 1e9)
     assert sampler_channel("disk/nvme0n1/busy_percent") == ("disk/nvme0n1/busy_time_seconds_per_second", 0.01)
@@ -174,7 +180,7 @@ def test_sampler_channel_inverts_composer_names():
     assert sampler_channel("network/eth0/kb_sent") == ("net/eth0/bytes_sent", 1000.0)
     assert sampler_channel("process/memory/rss_gb") == ("process/rss_bytes", 1e9)
     assert sampler_channel("cpu/7/cpu_percent") == ("cpu/7/percent", 1.0)
-    assert sampler_channel("pressure/io/some_seconds_per_second") is None  # a sysprof name already
+    assert sampler_channels(["pressure/io/some_seconds_per_second"]) == {}  # a sysprof name already
 
 
 def test_whole_trace_json_shape_and_no_match():

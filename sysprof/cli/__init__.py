@@ -5,6 +5,7 @@
     sysprof report TRACE [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
     sysprof info [--json]
     sysprof repair TRACE
+    sysprof export TRACE -o OUT.parquet|OUT.csv|- [--format parquet|csv] [-k PATTERN] [--force]
     sysprof bench [ARGS...]          (runs benchmarks/run.py of a source checkout)
 
 Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tracing), written by
@@ -31,7 +32,7 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
 
 Modules: ``common`` (errors, time arguments), ``parser``, ``sources`` (the source flags and selection, from the
 registry), ``record`` (``record``'s run), ``child`` (the recorded command and signals), ``output`` (the trace
-file's policy), ``info``, ``commands`` (``report``, ``repair``, ``bench``).
+file's policy), ``info``, ``commands`` (``report``, ``repair``, ``bench``), ``export``.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from .record import _default_capacity, cmd_record  # noqa: F401
 from .output import _Output  # noqa: F401
 from .info import cmd_info, gather_info  # noqa: F401
 from .commands import cmd_bench, cmd_repair, cmd_report  # noqa: F401
+from .export import cmd_export  # noqa: F401
 
 __all__ = ["main", "build_parser", "parse_time", "CLIError", "gather_info"]
 

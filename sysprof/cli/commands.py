@@ -17,16 +17,13 @@ from .common import PROG, CLIError, _import_sysprof
 
 def cmd_report(args) -> int:
     _import_sysprof()
-    from sysprof.trace.chrome import read_trace
-    from sysprof.trace.perfetto import is_perfetto_path, read_events
+    from sysprof.trace.load import load_events
 
-    if is_perfetto_path(args.trace):  # .pftrace (until sysprof.trace.load dispatches on the format)
-        read_trace = read_events
     if args.smooth and not args.plot:
         raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
     if args.plot:
         require_matplotlib()
-    data = TraceData(_read_trace_or_fail(read_trace, args.trace))
+    data = TraceData(_read_trace_or_fail(load_events, args.trace))
     if not data.series:
         raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
     summary = summarize(data)

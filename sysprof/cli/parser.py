@@ -6,6 +6,7 @@ import argparse
 
 from .commands import cmd_bench, cmd_repair, cmd_report
 from .common import PROG, CLIError, _version, parse_time
+from .export import FORMATS as EXPORT_FORMATS, cmd_export
 from .info import cmd_info
 from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
                      cmd_record)
@@ -96,6 +97,27 @@ def build_parser() -> argparse.ArgumentParser:
                                      "refused; a killed recorder's lock is gone with it.")
     rep.add_argument("trace", metavar="TRACE")
     rep.set_defaults(func=cmd_repair)
+
+    ex = sub.add_parser("export", help="a trace as a table: Parquet or CSV, a row per sample (needs pandas)",
+                        description="Write a trace (sysprof record's JSON, .json.gz, the Composer layout, "
+                                    "Perfetto .pftrace) as a table: a row per sample time the trace holds "
+                                    "(values held until they change, as the trace means them), a column per "
+                                    "channel (the sampler's names; Composer names mapped back), NaN (empty in "
+                                    "CSV) where unknown. Parquet keeps the units (field metadata 'unit') and the "
+                                    "trace's metadata (schema metadata 'sysprof'); CSV has one header row (time, "
+                                    "then the channel names, which carry their units: _bytes, _percent, "
+                                    "_seconds, _per_second) and the time in ISO 8601 UTC with ns. "
+                                    "Needs pandas and, for Parquet, pyarrow: pip install 'sysprof[pandas]'.")
+    ex.add_argument("trace", metavar="TRACE")
+    ex.add_argument("-o", "--output", required=True, metavar="OUT",
+                    help="OUT.parquet or OUT.csv ('-': CSV to stdout). An existing file is refused without "
+                         "--force; a symbolic link at OUT always (sysprof never writes through a link)")
+    ex.add_argument("--format", choices=EXPORT_FORMATS, help="the format, whatever OUT's name")
+    ex.add_argument("-f", "--force", action="store_true", help="overwrite an existing output file")
+    ex.add_argument("-k", "--channel", action="append", metavar="PATTERN",
+                    help="only channels matching this glob or substring (repeatable)")
+    ex.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    ex.set_defaults(func=cmd_export)
 
     b = sub.add_parser("bench", help="run the benchmarks (benchmarks/run.py of a source checkout)", add_help=False)
     b.add_argument("bench_args", nargs=argparse.REMAINDER)

@@ -84,11 +84,13 @@ class Batch:
             ``time.time_ns()``) at which each row was sampled.
         values: float64 array of shape (n, len(channels)); NaN where a value was unavailable.
         channels: the channel names, one per column.
+        interval: the sampler's interval in seconds (None where not known).
     """
 
     timestamps_ns: np.ndarray
     values: np.ndarray
     channels: Tuple[str, ...]
+    interval: Optional[float] = None
 
     def __len__(self) -> int:
         return int(self.timestamps_ns.shape[0])
@@ -100,6 +102,19 @@ class Batch:
         except ValueError:
             raise KeyError(channel) from None
         return self.values[:, i]
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame: a UTC ``DatetimeIndex`` named ``time`` of the sampled times
+        (``timestamps_ns``, exactly), one float64 column per channel in ``channels`` order (NaN: unknown), the
+        units in ``df.attrs["units"]`` (channel -> unit, from the registry) and the interval in
+        ``df.attrs["interval_s"]``. The values are not copied (the frame is a view of ``values``).
+
+        Raises:
+            ImportError: pandas is missing (``pip install 'sysprof[pandas]'``).
+        """
+        from ..frames import batch_frame
+
+        return batch_frame(self)
 
 
 _unpack_double = struct.Struct("d").unpack_from
@@ -386,9 +401,10 @@ class Sampler:
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
             raise ValueError(f"max_rows must be a non-negative integer or None, got {max_rows!r}")
         if self.inherited:
-            return Batch(np.zeros(0, dtype=np.int64), np.zeros((0, len(self.channels))), self.channels)
+            return Batch(np.zeros(0, dtype=np.int64), np.zeros((0, len(self.channels))), self.channels,
+                         self.interval)
         ts, values = self._impl.drain(-1 if max_rows is None else max_rows)
-        return Batch(ts, values, self.channels)
+        return Batch(ts, values, self.channels, self.interval)
 
     def sample(self) -> Dict[str, float]:
         """Reads every channel now, on the calling thread, independently of the sampling thread.

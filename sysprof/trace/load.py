@@ -1,0 +1,114 @@
+"""Any sysprof trace file read as Chrome-style event dicts: the one place that tells the formats apart.
+
+:func:`load_events` decides by content, not by name alone:
+
+* gzip (the first two bytes are ``1f 8b``, whatever the name): a compressed Chrome JSON trace (``.json.gz``);
+* after ASCII white space, ``[`` or ``{``: a Chrome JSON trace (``sysprof record``'s, the Composer layout of
+  ``JSONTraceHandler`` / ``sysprof.profile()``, the JSON Object Format); both JSON forms may be truncated (a
+  killed recorder's), as :func:`sysprof.trace.chrome.read_trace` allows;
+* a Perfetto protobuf trace (a ``Trace`` message: its packets are field 1, length-delimited, so the file starts
+  with the tag byte ``0x0a`` and a varint length): read by :func:`sysprof.trace.perfetto.read_events`, imported
+  only then. A name ending in ``.pftrace``, ``.perfetto-trace`` or ``.pb`` is read as protobuf first (a packet
+  91 bytes long starts ``0a 5b``, which is also ``\\n[``); any other name whose JSON reading finds no event but
+  starts with ``0x0a`` is read as protobuf next.
+
+Only regular files are read (a FIFO or a device would block or never end), opened without blocking.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+from typing import Union
+
+__all__ = ["load_events", "trace_format", "PERFETTO_SUFFIXES"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: names read as Perfetto protobuf first (any case)
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
+_GZIP_MAGIC = b"\x1f\x8b"
+_PACKET_TAG = 0x0A  # TracePacket: field 1 of Trace, wire type 2 (length-delimited)
+_JSON_SPACE = b" \t\r\n"
+
+
+def _read_bytes(path: PathLike) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{os.fspath(path)}: not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def _packet_start(data: bytes) -> bool:
+    """Whether ``data`` opens like a protobuf ``Trace``: the packet tag, then a complete varint length above 0 (the
+    packet itself may be cut short: a truncated trace)."""
+    if not data or data[0] != _PACKET_TAG:
+        return False
+    length = 0
+    for i in range(1, min(len(data), 11)):
+        length |= (data[i] & 0x7F) << (7 * (i - 1))
+        if not data[i] & 0x80:
+            return length > 0
+    return False
+
+
+def trace_format(path: PathLike, data: bytes) -> str:
+    """``"gzip"``, ``"json"``, ``"perfetto"`` or ``"unknown"``: what the bytes of a trace file look like
+    (``path`` only for its name's suffix)."""
+    if data[:2] == _GZIP_MAGIC:
+        return "gzip"
+    if os.fspath(path).lower().endswith(PERFETTO_SUFFIXES) and _packet_start(data):
+        return "perfetto"
+    if data.lstrip(_JSON_SPACE)[:1] in (b"[", b"{"):
+        return "json"
+    if _packet_start(data):
+        return "perfetto"
+    return "unknown"
+
+
+def _perfetto_events(path: PathLike) -> list:
+    try:  # its own errors name what it needs (the perfetto and protobuf packages)
+        perfetto = importlib.import_module("sysprof.trace.perfetto")
+    except ModuleNotFoundError as e:
+        if e.name != "sysprof.trace.perfetto":
+            raise
+        raise ImportError(f"{os.fspath(path)} is a Perfetto protobuf trace, and this sysprof has no reader for "
+                          "them (sysprof.trace.perfetto is missing)") from None
+    return perfetto.read_events(path)
+
+
+def load_events(path: PathLike) -> list:
+    """The events of a sysprof trace file as Chrome trace-event dicts (``ts`` in µs), whatever its format (see the
+    module docstring): ``sysprof record``'s JSON (``.json``, ``.json.gz``, truncated too), the Composer layout,
+    Perfetto protobuf.
+
+    Raises:
+        FileNotFoundError / OSError: the file cannot be read.
+        ValueError: not a trace (empty, not a regular file, neither JSON, gzip nor protobuf).
+        ImportError: a Perfetto trace where its reader (or the packages it needs) is missing.
+    """
+    from .chrome import _decode, _parse_events
+
+    data = _read_bytes(path)
+    kind = trace_format(path, data)
+    if kind == "perfetto":
+        return _perfetto_events(path)
+    if kind in ("gzip", "json"):
+        text = _decode(data, kind == "gzip")
+        try:
+            events = _parse_events(text)
+        except ValueError as e:
+            if kind == "json" and _packet_start(data):
+                return _perfetto_events(path)
+            raise ValueError(f"{os.fspath(path)}: {e}") from None
+        if not events and kind == "json" and _packet_start(data):
+            return _perfetto_events(path)  # "\n[" opening a 91-byte first packet, not JSON
+        return events
+    if not data:
+        raise ValueError(f"{os.fspath(path)}: empty file, not a trace")
+    raise ValueError(f"{os.fspath(path)}: not a trace (neither Chrome JSON, gzip nor Perfetto protobuf)")
