@@ -9,6 +9,7 @@ from .sampling import Batch, Row, Sampler, native_available
 from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, Profiler, ProfilerAction, State,
                        SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces, profile)
 from .trace import chrome as chrome_trace
+from .markers import mark, mark_instant
 
 from . import profiler as _profiler, sampling as _sampling
 
@@ -26,5 +27,5 @@ __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile", "SystemProfiler",
-    "chrome_trace", "__version__",
+    "chrome_trace", "mark", "mark_instant", "__version__",
 ]
