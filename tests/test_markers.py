@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -18,11 +19,23 @@ from sysprof.trace.chrome import read_trace
 def _run_child(code, env_extra=None, env_drop=(), timeout=60):
     env = {k: v for k, v in os.environ.items() if k not in env_drop and k != R.ENV}
     env.update(env_extra or {})
+    # run outside the checkout: `python -c` puts the current directory first on sys.path, and the checkout's
+    # sysprof/ has no compiled extension
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+                          timeout=timeout, cwd=tempfile.gettempdir())
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", proc.stderr
     return proc.stdout
+
+
+@pytest.fixture(params=["python", "native"])
+def writer(request):
+    """The environment picking a marking process's writer (the native one skipped where it is not built)."""
+    if request.param == "native":
+        if R._native_writer() is None:
+            pytest.skip("the extension's marker writer is not built")
+        return {R.NATIVE_ENV: "1"}
+    return {R.NATIVE_ENV: "0"}
 
 
 def _us(ns):
@@ -43,11 +56,18 @@ def test_encode_name_odd_inputs():
 
 
 def _put(ring, ts, tid, kind, flags, name, args=b""):
-    return ring.put(ts, R.word(kind, flags, len(name), len(args)) | tid, name + args)
+    """Ring.put stamped ``ts`` on thread id ``tid`` (the clock and the tid cache set for the call)."""
+    saved, R._time_ns = R._time_ns, lambda: ts
+    ring.tls.tid = tid
+    try:
+        return ring.put(R.word(kind, flags, len(name), len(args)), R.packer(len(name) + len(args)), name + args)
+    finally:
+        R._time_ns = saved
+        del ring.tls.tid
 
 
 def test_ring_round_trip_and_full(tmp_path):
-    ring = R.Ring(str(tmp_path), 4321)
+    ring = R.Ring(str(tmp_path), 4321, native=False)
     reader = R.RingReader(ring.path)
     assert reader.pid == 4321 and reader.read() == []
     assert _put(ring, 10, 7, R.BEGIN, 0, b"x")
@@ -70,15 +90,52 @@ def test_ring_round_trip_and_full(tmp_path):
 
 
 def test_reader_skips_records_overwritten_a_lap_ahead(tmp_path):
-    ring = R.Ring(str(tmp_path), 1)
+    ring = R.Ring(str(tmp_path), 1, native=False)
     reader = R.RingReader(ring.path)
     for k in range(R.NSLOTS + 1):  # threads racing past the check: record NSLOTS rewrites slot 0 unread
         ring.head = 0
-        assert ring.put(k, R.word(R.INSTANT, 0, 1) | 1, b"n")
+        assert _put(ring, k, 1, R.INSTANT, 0, b"n")
     assert reader.read() == [(R.NSLOTS, 1, R.INSTANT, 0, b"n", b"")]  # the reader jumps to it, not stuck
     assert reader.dropped == R.NSLOTS
     ring.close()
     reader.close()
+
+
+needs_native = pytest.mark.skipif(R._native_writer() is None, reason="the extension's marker writer is not built")
+
+
+@needs_native
+def test_native_writer_writes_the_same_records(tmp_path):
+    import threading
+    import time
+
+    ring = R.Ring(str(tmp_path), os.getpid())
+    assert ring.native
+    reader = R.RingReader(ring.path)
+    t0 = time.time_ns()
+    assert ring.put(R.word(R.BEGIN, 0, 4), R.packer(4), b"span")
+    assert ring.put(R.word(R.INSTANT, R.ARGS_DROPPED, 1, 7), None, b'i{"a":1}')
+    t1 = time.time_ns()
+    got = reader.read()
+    tid = threading.get_native_id()
+    assert [r[1:] for r in got] == [(tid, R.BEGIN, 0, b"span", b""), (tid, R.INSTANT, R.ARGS_DROPPED, b"i", b'{"a":1}')]
+    assert t0 <= got[0][0] <= got[1][0] <= t1  # the wall clock of time.time_ns()
+    other = []
+    th = threading.Thread(target=lambda: other.append((threading.get_native_id(),
+                                                       ring.put(R.word(R.END, 0, 4), None, b"span"))))
+    th.start()
+    th.join()
+    assert [(r[1], r[2]) for r in reader.read()] == [(other[0][0], R.END)] and other[0][1]
+    assert not ring.put(R.word(R.INSTANT, 0, 1), None, b"x" * (R.PAYLOAD_MAX + 1))  # too long: dropped
+    for _ in range(R.CAPACITY):
+        assert ring.put(R.word(R.INSTANT, 0, 1), None, b"n")
+    assert not ring.put(R.word(R.INSTANT, 0, 1), None, b"n")
+    assert reader.dropped == ring.dropped == 2
+    assert len(reader.read()) == R.CAPACITY and ring.put(R.word(R.INSTANT, 0, 1), None, b"n")
+    with pytest.raises(TypeError):
+        ring.put(1, None, "not bytes")
+    ring.close()
+    reader.close(unlink=True)
 
 
 def test_reader_skips_a_file_not_ready(tmp_path):
@@ -92,7 +149,7 @@ def test_reader_skips_a_file_not_ready(tmp_path):
 def test_receiver_balances_spans(tmp_path):
     rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
     pid = os.getpid()
-    ring = R.Ring(rec.path, pid)
+    ring = R.Ring(rec.path, pid, native=False)
     put = lambda *a: _put(ring, *a)  # noqa: E731
     put(1000, 5, R.END, 0, b"orphan")  # its begin was dropped: left out
     put(2000, 5, R.BEGIN, 0, b"outer")
@@ -123,7 +180,7 @@ def test_receiver_closes_spans_of_an_exited_process(tmp_path):
     rec = MarkerReceiver(lambda ns: ns, directory=str(tmp_path))
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(child.stdout)
-    ring = R.Ring(rec.path, dead)
+    ring = R.Ring(rec.path, dead, native=False)
     _put(ring, 100, dead, R.BEGIN, 0, b"work")
     for _ in range(3):
         ring.drop()
@@ -148,7 +205,7 @@ def test_no_recorder_is_a_no_op():
     assert out.split() == ["True", "True", "False", "0", "None"]
 
 
-def test_recorder_that_never_drains_drops_without_blocking(tmp_path):
+def test_recorder_that_never_drains_drops_without_blocking(tmp_path, writer):
     # a directory nobody reads (a recorder that died): the ring fills, then every marker is dropped and counted
     out = _run_child("""
         import sysprof, sysprof.markers as m
@@ -156,9 +213,9 @@ def test_recorder_that_never_drains_drops_without_blocking(tmp_path):
             sysprof.mark_instant("tick")
         with sysprof.mark("after"):
             pass
-        print(m.enabled(), m.dropped())
-    """, {R.ENV: str(tmp_path)})
-    assert out.split() == ["True", str(5000 + 2 - R.CAPACITY)]
+        print(m.enabled(), m.dropped(), m._producer.ring.native)
+    """, {R.ENV: str(tmp_path), **writer})
+    assert out.split() == ["True", str(5000 + 2 - R.CAPACITY), str(writer[R.NATIVE_ENV] == "1")]
     # a directory that is gone: nothing can be written, nothing raises
     out = _run_child("""
         import sysprof, sysprof.markers as m
@@ -169,7 +226,7 @@ def test_recorder_that_never_drains_drops_without_blocking(tmp_path):
     assert out.split() == ["3"]
 
 
-def test_odd_names_through_a_child(tmp_path):
+def test_odd_names_through_a_child(tmp_path, writer):
     rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
     _run_child("""
         import sysprof
@@ -178,7 +235,7 @@ def test_odd_names_through_a_child(tmp_path):
             sysprof.mark_instant(name)
         sysprof.mark_instant("big args", blob="x" * 300)
         sysprof.mark_instant("unserialisable", obj=object(), nan=float("nan"))
-    """, {R.ENV: rec.path})
+    """, {R.ENV: rec.path, **writer})
     events = [e for e in rec.drain() if e["ph"] == "i"]
     rec.close()
     assert [e["name"] for e in events] == ["", 'tab\there "quoted"', "nul\0byte", "bad \\udcff", "\ufffdraw", "7",
@@ -221,6 +278,7 @@ with sysprof.mark("phases"):
     sysprof.mark_instant("done", step=3)
     t = threading.Thread(target=worker)
     t.start(); t.join()
+    out["native"] = sysprof.markers._producer.ring.native
 pid = os.fork()
 if pid == 0:
     with sysprof.mark("forked"):
@@ -234,11 +292,13 @@ with sysprof.mark("left open"):
 """
 
 
-def test_record_marks_phases(tmp_path):
+def test_record_marks_phases(tmp_path, writer):
     trace = tmp_path / "t.json"
-    proc = run_cli("record", "-q", "--cpu", "-o", trace, "--", sys.executable, "-c", CHILD, tmp_path, timeout=120)
+    proc = run_cli("record", "-q", "--cpu", "-o", trace, "--", sys.executable, "-c", CHILD, tmp_path, timeout=120,
+                   env={**os.environ, **writer}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
+    assert info["native"] == (writer[R.NATIVE_ENV] == "1")
     events = read_trace(trace)
     data = TraceData(events)
     pid, tid, fpid = info["pid"], info["tid"], info["fork_pid"]

@@ -21,10 +21,12 @@ Behaviour:
   the sampler stamps its rows with). Without ``SYSPROF_MARKERS`` at import, every call is a no-op:
   ``mark(name)`` returns one shared object whose ``with`` does nothing and whose decorator returns the function
   unchanged.
-* **Cost.** No system call, no I/O and no allocation of shared memory on the caller's thread after its first
-  marker; figures in ``benchmarks/bench_mark.py`` (median and p99 per call). ``mark(name)`` objects are cached
-  by name (up to 4096 names), so ``with mark("x"):`` in a loop builds nothing. ``mark_instant`` with keyword
-  args pays for their JSON encoding on the caller's thread (a few us).
+* **Cost.** No system call, no I/O, no lock and no allocation of shared memory on the caller's thread after its
+  first marker: a record is written by the extension's writer (``csrc/markers/``) where it is built, else by
+  the pure-Python one (the same format; ``SYSPROF_MARKERS_NATIVE=0`` picks it). Figures in
+  ``benchmarks/bench_mark.py`` (median and p99 per call). ``mark(name)`` objects are cached by name (up to
+  4096 names), so ``with mark("x"):`` in a loop builds nothing; ``m = mark("x")`` once and ``with m:`` saves
+  the lookup too. ``mark_instant`` with keyword args pays for their JSON encoding on the caller's thread.
 * **Never blocks, never raises.** No lock on the hot path (a slot is claimed by one atomic call under the GIL;
   a signal handler may mark in the middle of its thread's marker). A full ring (4032 unread records), a
   recorder that died, or a ring that cannot be created (or is being created by another thread) drops the marker
@@ -46,20 +48,18 @@ import inspect
 import json
 import os
 import threading
-import time
 
 from .. import forks
-from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, PAYLOAD_MAX, Ring, encode_name, word
+from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, PAYLOAD_MAX, Ring, encode_name, packer, word
 
 __all__ = ["mark", "mark_instant", "enabled", "dropped"]
 
 _CACHE_MAX = 4096
-_time_ns = time.time_ns
-_get_native_id = threading.get_native_id
+_encode_args = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=repr).encode
 
 
 class _Producer:
-    """This process's end: the ring (made at the first marker) and the per-thread tid cache."""
+    """This process's end: its ring, made at its first marker (a forked child makes its own)."""
 
     def __init__(self, directory):
         self.directory = directory
@@ -72,25 +72,19 @@ class _Producer:
         self.failed = False
         self.lost = 0  # dropped without a ring (it could not be made)
         self.lock = threading.Lock()  # only around the ring's creation
-        self.tls = threading.local()
 
     def _after_fork_in_child(self):
-        self._reset()  # the parent's ring and tids are not this process's
+        self._reset()  # the parent's ring (and the tids it caches) are not this process's
 
-    def put(self, word, payload):
-        ts = _time_ns()
+    def put(self, word, pack, payload):
         try:
-            tid = self.tls.tid
-        except AttributeError:
-            tid = self.tls.tid = _get_native_id()
-        ring = self.ring
-        try:
+            ring = self.ring
             if ring is None:
                 ring = self._open()
                 if ring is None:
                     self.lost += 1
                     return
-            ring.put(ts, word | tid, payload)
+            ring.put(word, pack, payload)
         except Exception:  # noqa: BLE001 - a marker never raises into the program
             self.lost += 1
 
@@ -114,14 +108,13 @@ class _Producer:
 
 _directory = os.environ.get(ENV) or None
 _producer = _Producer(_directory) if _directory else None
-_put = _producer.put if _producer is not None else None
 _marks: dict = {}
 
 
 class _Mark:
     """``mark(name)``: a context manager and a decorator writing a span (begin on enter, end on exit)."""
 
-    __slots__ = ("name", "_raw", "_flags", "_begin", "_end", "_instant", "__weakref__")
+    __slots__ = ("name", "_raw", "_flags", "_begin", "_end", "_instant", "_pack", "__weakref__")
 
     def __init__(self, name):
         self.name = name
@@ -129,13 +122,28 @@ class _Mark:
         self._begin = word(BEGIN, self._flags, len(self._raw))
         self._end = word(END, self._flags, len(self._raw))
         self._instant = word(INSTANT, self._flags, len(self._raw))
+        self._pack = packer(len(self._raw))
 
     def __enter__(self):
-        _put(self._begin, self._raw)
+        ring = _producer.ring
+        if ring is None:
+            _producer.put(self._begin, self._pack, self._raw)
+        else:  # the hot path: straight to the ring
+            try:
+                ring.put(self._begin, self._pack, self._raw)
+            except Exception:  # noqa: BLE001 - a marker never raises into the program
+                _producer.lost += 1
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        _put(self._end, self._raw)
+        ring = _producer.ring
+        if ring is None:
+            _producer.put(self._end, self._pack, self._raw)
+        else:
+            try:
+                ring.put(self._end, self._pack, self._raw)
+            except Exception:  # noqa: BLE001
+                _producer.lost += 1
         return False
 
     def __call__(self, func):
@@ -185,7 +193,8 @@ def _make(name):
 
 
 def mark(name):
-    """A span named ``name`` around a ``with`` block or every call of a decorated function (module docstring)."""
+    """A span named ``name`` around a ``with`` block or every call of a decorated function (module docstring).
+    In a hot loop, ``m = mark("step")`` once and ``with m:`` saves the name's lookup."""
     if _producer is None:
         return _NO_MARK
     try:
@@ -210,17 +219,20 @@ def mark_instant(name, **args) -> None:
         if m is None:
             m = _make(name)
         if not args:
-            _put(m._instant, m._raw)
+            ring = _producer.ring
+            if ring is None:
+                _producer.put(m._instant, m._pack, m._raw)
+            else:
+                ring.put(m._instant, m._pack, m._raw)  # raising: counted below
             return
         raw = m._raw
-        extra = json.dumps(args, ensure_ascii=False, separators=(",", ":"),
-                           default=repr).encode("utf-8", "backslashreplace")
+        extra = _encode_args(args).encode("utf-8", "backslashreplace")
         flags = m._flags
         if len(raw) + len(extra) > PAYLOAD_MAX:
             extra, flags = b"", flags | ARGS_DROPPED
-        _put(word(INSTANT, flags, len(raw), len(extra)), raw + extra)
-    except Exception:  # noqa: BLE001 - a marker never raises into the program (an unhashable name, ...)
-        return
+        _producer.put(word(INSTANT, flags, len(raw), len(extra)), packer(len(raw) + len(extra)), raw + extra)
+    except Exception:  # noqa: BLE001 - a marker never raises into the program (a str() that raises, ...)
+        _producer.lost += 1
 
 
 def enabled() -> bool:

@@ -14,7 +14,8 @@ File layout (native byte order and alignment: producer and consumer are on the s
     0    magic  8 bytes  b"SYSPMRK\\x01" (written last at creation: a reader skips a file without it)
     8    slot_size u32, nslots u32 (a power of two)
     16   pid i64 (the producer), 24 created_ns i64, 32 comm 16 bytes (the producer's /proc/self/comm at creation)
-    64   dropped i64     markers the producer dropped (ring full, lock contention): written by the producer
+    64   dropped i64     markers the producer dropped (ring full): written by the producer
+    72   claim i64       the native writer's claim cursor (the Python writer keeps its count in Python)
     128  tail i64        records consumed: written by the consumer
     256  slots: nslots x slot_size bytes
 
@@ -26,23 +27,30 @@ File layout (native byte order and alignment: producer and consumer are on the s
 
 One process writes a ring, one recorder reads it. The process's threads claim a slot with ``next()`` of an
 ``itertools.count`` (one C call: atomic under the GIL, so no lock, and a signal handler marking in the middle of
-its own thread's marker just claims the next slot), write the body, then store ``seq``; the stores are ordered
-on x86-64 (TSO), the platform the recorder is built for. A slot claimed but not yet stored stops the reader
-there until the next drain. The producer does not claim a slot while the ring holds ``NSLOTS - MARGIN``
-unread records (CAPACITY): it drops the new one and counts it (the margin covers threads racing past the
-check).
+its own thread's marker just claims the next slot), write the body (one ``pack_into``), then store ``seq``; the
+stores are ordered on x86-64 (TSO), the platform the recorder is built for. A slot claimed but not yet stored
+stops the reader there until the next drain. The producer does not claim a slot while the ring holds
+``CAPACITY`` (``NSLOTS - MARGIN``) unread records: it drops the new one and counts it (the margin covers
+threads racing past the check; it reads the reader's tail only when its cached limit is reached).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import mmap
 import os
 import struct
+import threading
+import time
 
 MAGIC = b"SYSPMRK\x01"
 ENV = "SYSPROF_MARKERS"
-SLOT_SIZE = 256
+#: "0": write with the pure-Python writer even where the extension is built (tests, benchmarks)
+NATIVE_ENV = "SYSPROF_MARKERS_NATIVE"
+SLOT_SHIFT = 8
+SLOT_SIZE = 1 << SLOT_SHIFT
 NSLOTS = 4096  # 1 MiB per process
+MASK = NSLOTS - 1
 HEADER = 256
 COMM_AT = 32
 DROPPED_AT = 64
@@ -61,7 +69,8 @@ NAME_TRUNCATED, ARGS_DROPPED = 1, 2
 _I64 = struct.Struct("@q")
 _BODY = struct.Struct("@qQ")  # at slot + 8: ts_ns, word
 _INFO = struct.Struct("@IIqq")  # at 8: slot_size, nslots, pid, created_ns
-_pack_i64, _unpack_i64, _pack_body = _I64.pack_into, _I64.unpack_from, _BODY.pack_into
+_pack_i64, _unpack_i64 = _I64.pack_into, _I64.unpack_from
+_time_ns = time.time_ns
 assert _BODY.size == PAYLOAD_AT - 8 and NSLOTS & (NSLOTS - 1) == 0 and PAYLOAD_MAX < 256
 
 
@@ -81,17 +90,35 @@ def word(kind: int, flags: int, name_len: int, args_len: int = 0) -> int:
     return kind << 32 | flags << 40 | name_len << 48 | args_len << 56
 
 
+@functools.lru_cache(maxsize=None)  # at most PAYLOAD_MAX + 1 lengths
+def packer(payload_len: int):
+    """``pack(buf, offset, ts_ns, word, payload)`` for a record body with a payload of ``payload_len`` bytes."""
+    return struct.Struct(f"@qQ{payload_len}s").pack_into
+
+
 def ring_size() -> int:
     return HEADER + NSLOTS * SLOT_SIZE
 
 
+def _native_writer():
+    """``sysprof._native.marker_writer`` where the extension is built and SYSPROF_MARKERS_NATIVE is not "0"."""
+    if os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    try:
+        from .. import _native
+    except ImportError:
+        return None
+    return getattr(_native, "marker_writer", None)
+
+
 class Ring:
     """The producer side of one process's ring file (created with O_EXCL in ``directory``, written through
-    once so no later store faults). Raises OSError when the file cannot be made (the caller then drops)."""
+    once so no later store faults). Raises OSError when the file cannot be made (the caller then drops).
 
-    def __init__(self, directory: str, pid: int):
-        import time
+    ``put`` is the extension's writer (``csrc/markers/``, the same format) where it is built, else the Python
+    one below; ``native=False`` picks the Python one."""
 
+    def __init__(self, directory: str, pid: int, native: bool = True):
         created = time.time_ns()
         path = os.path.join(directory, f"{pid}-{created}.ring")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -111,32 +138,45 @@ class Ring:
         mm[0:8] = MAGIC
         self.buf = memoryview(mm)  # slicing and struct calls on a memoryview cost less than on the mmap
         self.path = path
-        self.head = 0  # a hint: one past the highest slot claimed
+        self.head = 0  # a hint: one past the latest slot claimed
+        self.limit = CAPACITY  # head may reach this before the consumer's tail is read again
         self._claim = itertools.count().__next__
-        self.dropped = 0
+        self.tls = threading.local()  # the calling thread's tid, looked up once per thread
+        make = _native_writer() if native else None
+        self.native = make is not None
+        if make is not None:
+            self.put = make(mm)  # shadows the method below: put(word, pack, payload) in C++
 
-    def put(self, ts_ns: int, word: int, payload: bytes) -> bool:
-        """Write one record (``word`` as :func:`word` gives, with the tid; ``payload`` the name and args bytes,
-        at most PAYLOAD_MAX); False (and counted) when the ring is full. Safe from any thread under the GIL."""
-        buf = self.buf
-        if self.head - _unpack_i64(buf, TAIL_AT)[0] >= CAPACITY:
-            self.drop()
-            return False
+    def put(self, word: int, pack, payload: bytes) -> bool:
+        """Write one record: ``word`` as :func:`word` gives, ``payload`` the name and args bytes (at most
+        PAYLOAD_MAX), ``pack`` its :func:`packer`; stamped now, on the calling thread's tid. False (and counted)
+        when the ring is full. Safe from any thread under the GIL; no system call (but a thread's first)."""
+        ts = _time_ns()
+        try:
+            tid = self.tls.tid
+        except AttributeError:
+            tid = self.tls.tid = threading.get_native_id()
+        if self.head >= self.limit:
+            self.limit = _unpack_i64(self.buf, TAIL_AT)[0] + CAPACITY
+            if self.head >= self.limit:
+                self.drop()
+                return False
         i = self._claim()
-        off = HEADER + (i & (NSLOTS - 1)) * SLOT_SIZE
-        _pack_body(buf, off + 8, ts_ns, word)
-        p = off + PAYLOAD_AT
-        buf[p:p + len(payload)] = payload
-        _pack_i64(buf, off, i + 1)
-        if i >= self.head:
-            self.head = i + 1
+        off = HEADER + ((i & MASK) << SLOT_SHIFT)
+        pack(self.buf, off + 8, ts, word | tid, payload)
+        _pack_i64(self.buf, off, i + 1)  # published
+        self.head = i + 1
         return True
 
     def drop(self) -> None:
-        self.dropped += 1
-        _pack_i64(self.buf, DROPPED_AT, self.dropped)
+        _pack_i64(self.buf, DROPPED_AT, _unpack_i64(self.buf, DROPPED_AT)[0] + 1)
+
+    @property
+    def dropped(self) -> int:
+        return _unpack_i64(self.buf, DROPPED_AT)[0]
 
     def close(self) -> None:
+        self.__dict__.pop("put", None)  # the native writer holds the mapping's buffer
         self.buf.release()
         self.mm.close()
 
