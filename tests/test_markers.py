@@ -193,16 +193,23 @@ def test_receiver_closes_spans_of_an_exited_process(tmp_path):
 
 
 # ---- the caller's side ----
-def test_no_recorder_is_a_no_op():
+def test_no_recorder_is_a_no_op(writer):
     out = _run_child("""
         import sysprof, sysprof.markers as m
         def f(x): return x + 1
         g = sysprof.mark("x")(f)
         with sysprof.mark("a") as a, sysprof.mark(["unhashable"]):
             sysprof.mark_instant("i", step=1)
-        print(g is f, a is sysprof.mark("b"), m.enabled(), m.dropped(), sysprof.mark_instant("j"))
-    """)
-    assert out.split() == ["True", "True", "False", "0", "None"]
+        try:
+            with sysprof.mark("raising"):
+                raise KeyError("passes through")
+        except KeyError:
+            print("raised")
+        print(g is f, a is sysprof.mark("b"), m.enabled(), m.dropped(), sysprof.mark_instant("j"),
+              type(a).__name__, repr(a))
+    """, env_extra=writer)
+    no_op = "NoMark" if writer[R.NATIVE_ENV] == "1" else "_NoMark"  # the extension's C no-op, or Python's
+    assert out.split() == ["raised", "True", "True", "False", "0", "None", no_op, "sysprof.mark(<not", "recording>)"]
 
 
 def test_recorder_that_never_drains_drops_without_blocking(tmp_path, writer):
