@@ -18,7 +18,7 @@ import sys
 import tempfile
 from typing import Any, Dict
 
-from bench_util import dist, fd, table
+from bench_util import dist, fd, fmt, table
 
 DEFAULT = (200_000, 1000)  # calls per case, calls per loop chunk
 
@@ -159,13 +159,15 @@ def print_mark(res) -> str:
     rows = []
     states = [("off", "no recorder")] + [(f"on_{w}", f"recording, {w} writer") for w in res["writers"]]
     for state, label in states:
+        base = res[state]["timer"]["loop_cpu_ns"]["median"]
         for case, d in res[state].items():
-            rows.append([label, _LABELS[case],
-                         fd(d["loop_cpu_ns"]), fd(d["loop_ns"]), fd(d["alone_ns"])])
+            net = d["loop_cpu_ns"]["median"] - base if case != "timer" else None
+            rows.append([label, _LABELS[case], fmt(net), fd(d["loop_cpu_ns"]), fd(d["loop_ns"]), fd(d["alone_ns"])])
     return ("## Markers: the caller's cost (ns per call)\n\n"
-            + table(["state", "call", "loop, thread CPU per call", "loop, wall per call",
+            + table(["state", "call", "net CPU", "loop, thread CPU per call", "loop, wall per call",
                      "each call timed alone (wall)"], rows)
-            + f"\n\n{res['n']:,} calls per case in a child process, half timed alone, half in loops of "
+            + f"\n\nnet CPU: the loop's CPU median less the empty call's of the same run (each case is a call "
+              f"of a small function doing it). {res['n']:,} calls per case in a child process, half timed alone, half in loops of "
               f"{res['chunk']}; the child reads its own ring between stretches (untimed), so every call writes "
               f"a record ({', '.join(str(res[f'on_{w}_dropped']) for w in res['writers'])} dropped); the "
               f"SOCK_SEQPACKET row sends the same record on a connected socket pair, drained the same way. The "

@@ -3,11 +3,13 @@ in the environment (``SYSPROF_MARKERS``). This module is the format's one statem
 (:class:`Ring`, used by :mod:`sysprof.markers` on the caller's thread) and the consumer (:class:`RingReader`, used
 by the recorder's :class:`sysprof.markers.receiver.MarkerReceiver`).
 
-Why a ring and not a socket: measured in ``benchmarks/bench_mark.py``, a non-blocking Unix ``SOCK_SEQPACKET``
-send costs a system call per marker (about 2-3 us median on a busy 2-core machine, tens of us at p99), over the
-2 us budget; a Unix datagram socket also drops past ``net.unix.max_dgram_qlen`` (10 by default) queued
-messages. Writing a record into a mapped tmpfs file is a few Python-level stores, no system call, no page fault
-(the file is written through once when created), and the recorder reads it at its own pace.
+Why a ring and not a socket (measured in ``benchmarks/bench_mark.py`` on a shared 2-core machine): a
+non-blocking Unix ``SOCK_SEQPACKET`` send of the same record costs a system call per marker, about 2.3-2.9 us
+of thread CPU (tens of us at p99 in wall time), over the 2 us budget, and a Unix datagram socket also drops
+past ``net.unix.max_dgram_qlen`` (10 by default) queued messages. A record written into a mapped tmpfs file is
+a few stores, no system call, no page fault (the file is written through once when created): about 0.3-0.6 us
+per marker with the native writer, 1-2 us with the pure-Python one, on the same machine; the recorder reads it
+at its own pace.
 
 File layout (native byte order and alignment: producer and consumer are on the same machine)::
 
