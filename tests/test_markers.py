@@ -338,3 +338,21 @@ def test_record_marks_phases(tmp_path, writer):
     ts = [e["ts"] for e in events if e.get("ph") in ("B", "E", "i", "C")
           and e.get("name") not in ("sysprof", "sysprof start", "sysprof stop")]
     assert ts == sorted(ts)
+
+
+def test_bench_mark_runs(monkeypatch):
+    # benchmarks/bench_mark.py with few calls: every case measured, every record written (none dropped)
+    import sysprof
+
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                             "benchmarks"))
+    from bench_mark import bench_mark, print_mark
+
+    res = bench_mark({"mark": (2000, 500)}, sysprof)
+    assert res["writers"] == ["python"] + (["native"] if R._native_writer() is not None else [])
+    assert set(res["off"]) == {"timer", "with", "hoisted", "instant", "decorated"}
+    for w in res["writers"]:
+        assert res[f"on_{w}_dropped"] == 0 and res[f"on_{w}_used_native"] == (w == "native")
+        assert res[f"on_{w}"]["instant"]["alone_ns"]["n"] == 1000 and res[f"on_{w}"]["with"]["loop_ns"]["n"] == 2
+    assert "seqpacket" in res["on_python"]
+    assert print_mark(res).startswith("## Markers: the caller's cost")
