@@ -50,7 +50,7 @@ import os
 import threading
 
 from .. import forks
-from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, NATIVE_ENV, PAYLOAD_MAX, Ring, encode_name, packer, word
+from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, PAYLOAD_MAX, Ring, encode_name, native, packer, word
 
 __all__ = ["mark", "mark_instant", "enabled", "dropped"]
 
@@ -235,22 +235,8 @@ def mark_instant(name, **args) -> None:
         _producer.lost += 1
 
 
-def _no_op_in_c():
-    """The extension's no-op ``mark`` / ``mark_instant`` / NO_MARK (fewer Python calls than the ones above)."""
-    if os.environ.get(NATIVE_ENV, "1") == "0":
-        return None
-    try:
-        from .._native import NO_MARK, no_mark, no_mark_instant
-    except ImportError:
-        return None
-    return no_mark, no_mark_instant, NO_MARK
-
-
-if _producer is None:
-    _fast = _no_op_in_c()
-    if _fast is not None:
-        mark, mark_instant, _NO_MARK = _fast
-    del _fast
+if _producer is None and native("NO_MARK") is not None:  # the extension's no-ops: fewer Python calls
+    mark, mark_instant, _NO_MARK = native("no_mark"), native("no_mark_instant"), native("NO_MARK")
 
 
 def enabled() -> bool:

@@ -102,15 +102,20 @@ def ring_size() -> int:
     return HEADER + NSLOTS * SLOT_SIZE
 
 
-def _native_writer():
-    """``sysprof._native.marker_writer`` where the extension is built and SYSPROF_MARKERS_NATIVE is not "0"."""
+def native(name: str):
+    """``sysprof._native.<name>`` (the markers' C++ side) where the extension is built and SYSPROF_MARKERS_NATIVE
+    is not "0", else None."""
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return None
     try:
         from .. import _native
     except ImportError:
         return None
-    return getattr(_native, "marker_writer", None)
+    return getattr(_native, name, None)
+
+
+def _native_writer():
+    return native("marker_writer")
 
 
 class Ring:
