@@ -12,6 +12,7 @@
 
 #include "engine/sampler.hpp"
 #include "gpu/nvml_bindings.hpp"
+#include "markers/marker_ring.hpp"
 #include "sources/registry.hpp"
 
 namespace py = pybind11;
@@ -181,6 +182,102 @@ py::object latest_reader(py::object impl, py::object type, py::object layout) {
   return py::reinterpret_steal<py::object>(f);
 }
 
+// sysprof.mark's native writer: a builtin function put(word, pack, payload) -> bool (METH_FASTCALL, no pybind
+// dispatch; the signature of the Python Ring.put, pack unused) bound to a capsule holding the ring's exported
+// buffer, which keeps the mapping alive. The GIL stays held: a put is a few stores, less than releasing it.
+void marker_buffer_free(PyObject* capsule) {
+  auto* view = static_cast<Py_buffer*>(PyCapsule_GetPointer(capsule, "sysprof.marker_ring"));
+  if (view) {
+    PyBuffer_Release(view);
+    delete view;
+  }
+}
+
+PyObject* marker_put(PyObject* bound, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyBytes_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "put(word: int, pack, payload: bytes)");
+    return nullptr;
+  }
+  uint64_t word = PyLong_AsUnsignedLongLong(args[0]);
+  if (word == uint64_t(-1) && PyErr_Occurred()) return nullptr;
+  auto* view = static_cast<Py_buffer*>(PyCapsule_GetPointer(bound, "sysprof.marker_ring"));
+  if (!view) return nullptr;
+  bool ok = sysprof::markers::put(static_cast<unsigned char*>(view->buf), word, PyBytes_AS_STRING(args[2]),
+                                  size_t(PyBytes_GET_SIZE(args[2])));
+  return PyBool_FromLong(ok);
+}
+PyMethodDef marker_put_def = {"put", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(marker_put)),
+                              METH_FASTCALL, "write one marker record (sysprof/markers/ring.py Ring.put)"};
+
+py::object marker_writer(py::object ring) {
+  auto* view = new Py_buffer;
+  if (PyObject_GetBuffer(ring.ptr(), view, PyBUF_WRITABLE) != 0) {
+    delete view;
+    throw py::error_already_set();
+  }
+  if (size_t(view->len) != sysprof::markers::kRingSize || (reinterpret_cast<uintptr_t>(view->buf) & 7) != 0) {
+    PyBuffer_Release(view);
+    delete view;
+    throw py::value_error("not a marker ring mapping (size or alignment)");
+  }
+  PyObject* capsule = PyCapsule_New(view, "sysprof.marker_ring", marker_buffer_free);
+  if (!capsule) {
+    PyBuffer_Release(view);
+    delete view;
+    throw py::error_already_set();
+  }
+  PyObject* f = PyCFunction_New(&marker_put_def, capsule);
+  Py_DECREF(capsule);
+  if (!f) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(f);
+}
+
+// sysprof.mark when not under a recorder, in C so that `with mark(name):` costs three C calls: NO_MARK (one
+// object; `with` does nothing, as a decorator it returns the function), no_mark(name) -> NO_MARK, and
+// no_mark_instant(name, **args) -> None.
+PyObject* no_mark_enter(PyObject* self, PyObject*) {
+  Py_INCREF(self);
+  return self;
+}
+PyObject* no_mark_exit(PyObject*, PyObject* const*, Py_ssize_t) { Py_RETURN_FALSE; }
+PyObject* no_mark_call(PyObject*, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) != 1 || (kwargs && PyDict_GET_SIZE(kwargs) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "mark(name) decorates one function");
+    return nullptr;
+  }
+  PyObject* f = PyTuple_GET_ITEM(args, 0);
+  Py_INCREF(f);
+  return f;
+}
+PyObject* no_mark_repr(PyObject*) { return PyUnicode_FromString("sysprof.mark(<not recording>)"); }
+PyMethodDef no_mark_methods[] = {
+    {"__enter__", no_mark_enter, METH_NOARGS, "nothing (not recording)"},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(no_mark_exit)), METH_FASTCALL,
+     "nothing (not recording)"},
+    {nullptr, nullptr, 0, nullptr}};
+PyTypeObject no_mark_type = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "sysprof._native.NoMark";
+  t.tp_basicsize = sizeof(PyObject);
+  t.tp_flags = Py_TPFLAGS_DEFAULT;
+  t.tp_doc = "sysprof.mark(name) when not under a recorder: a no-op context manager and decorator";
+  t.tp_methods = no_mark_methods;
+  t.tp_call = no_mark_call;
+  t.tp_repr = no_mark_repr;
+  return t;
+}();
+PyObject* no_mark_get(PyObject* self, PyObject*) {
+  Py_INCREF(self);
+  return self;
+}
+PyObject* no_mark_instant(PyObject*, PyObject*, PyObject*) { Py_RETURN_NONE; }
+PyMethodDef no_mark_get_def = {"mark", no_mark_get, METH_O,
+                               "mark(name): a span around a with block or a decorated function's calls (not "
+                               "recording now: a no-op; see sysprof.markers)"};
+PyMethodDef no_mark_instant_def = {
+    "mark_instant", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(no_mark_instant)),
+    METH_VARARGS | METH_KEYWORDS, "mark_instant(name, **args): an instant event (not recording now: a no-op)"};
+
 // Sampler::wait_next() in slices with the GIL released, checking for signals (Ctrl-C) in between.
 // after < 0: the newest row's number now; timeout_s < 0: no limit. Plain C++ arguments: the frames a
 // thread ended at interpreter exit unwinds (see retake_gil) then own no Python object.
@@ -296,6 +393,19 @@ PYBIND11_MODULE(_native, m) {
   if (PyType_Ready(&row_type) < 0) throw py::error_already_set();
   m.add_object("RowData", py::handle(reinterpret_cast<PyObject*>(&row_type)));
   m.def("source_names", &sysprof::source_names, "the registered native sources (SYSPROF_SOURCE), sorted");
+  if (PyType_Ready(&no_mark_type) < 0) throw py::error_already_set();
+  {
+    PyObject* no_mark = PyType_GenericAlloc(&no_mark_type, 0);
+    if (!no_mark) throw py::error_already_set();
+    m.add_object("NO_MARK", py::reinterpret_steal<py::object>(no_mark));
+    PyObject* get = PyCFunction_New(&no_mark_get_def, no_mark);
+    PyObject* instant = PyCFunction_New(&no_mark_instant_def, nullptr);
+    if (!get || !instant) throw py::error_already_set();
+    m.add_object("no_mark", py::reinterpret_steal<py::object>(get));
+    m.add_object("no_mark_instant", py::reinterpret_steal<py::object>(instant));
+  }
+  m.def("marker_writer", &marker_writer, py::arg("ring"),
+        "put(word, pack, payload) writing into a marker ring's writable mapping (sysprof/markers/ring.py)");
 
   // Test hook for tests/test_ranges.py: (rule names, violation or None per value, enforced values).
   m.def("_check_ranges", [](const std::vector<std::string>& channels, double max_cores, std::vector<double> values) {

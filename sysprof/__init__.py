@@ -11,6 +11,7 @@ from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, P
                        profile)
 from .trace import chrome as chrome_trace
 from .frames import read_trace  # any trace file as a DataFrame (needs pandas: sysprof[pandas])
+from .markers import mark, mark_instant
 
 from . import profiler as _profiler, sampling as _sampling
 
@@ -38,5 +39,5 @@ __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
-    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "__version__",
+    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "mark", "mark_instant", "__version__",
 ]

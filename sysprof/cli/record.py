@@ -2,6 +2,8 @@
 then drain the sampler into the trace until the command ends (:class:`_Recording`: start, loop, finish)."""
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import platform
 import select
@@ -128,7 +130,7 @@ class _Recording:
         self.command = command
         self.quiet = args.quiet
         self.output = args.output
-        self.sampler = self.child = self.writer = self.out = None
+        self.sampler = self.child = self.writer = self.out = self.markers = None
         self.signals = _Signals()
         self.my_pid = os.getpid()
         self.float_ts = args.interval < 1e-3
@@ -149,6 +151,7 @@ class _Recording:
             self.sampler.start()  # before the command starts, so its start-up is in the trace
         self.signals.install()
         if self.command:
+            self.markers = _marker_receiver(lambda t_ns: self._ts(t_ns))  # the writer may refine _ts (.pftrace)
             self._spawn()
         try:
             self.out.truncate()
@@ -161,7 +164,10 @@ class _Recording:
 
     def _spawn(self) -> None:
         name = self.command[0]
+        env_saved = os.environ.get(self.markers.env[0]) if self.markers is not None else None
         try:
+            if self.markers is not None:  # the child (and its children) find the markers' directory here
+                os.environ[self.markers.env[0]] = self.markers.env[1]
             self.child = _Child(self.command)
         except FileNotFoundError:
             raise CLIError(f"command not found: {name}", status=127) from None
@@ -169,6 +175,12 @@ class _Recording:
             raise CLIError(f"permission denied: {name}", status=126) from None
         except OSError as e:
             raise CLIError(f"cannot run {name}: {e.strerror or e}", status=126) from None
+        finally:
+            if self.markers is not None:
+                if env_saved is None:
+                    os.environ.pop(self.markers.env[0], None)
+                else:
+                    os.environ[self.markers.env[0]] = env_saved
         self.signals.child_pid = self.child.pid
         for sig in list(self.signals.received):  # arrived while the command was being started
             self.signals.send(sig)
@@ -177,6 +189,8 @@ class _Recording:
         self.signals.restore()
         if self.sampler is not None:
             self.sampler.stop()
+        if self.markers is not None:
+            self.markers.close()
         if self.out is not None:
             self.out.discard()  # before the writer closes: the file goes while still locked
         if self.writer is not None:
@@ -227,6 +241,8 @@ class _Recording:
         if proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in self.builder.groups):
             argv0 = command[0] if command else (followed[0] if followed else "")
             name = f"{os.path.basename(argv0)} (pid {proc_pid})" if argv0 else f"pid {proc_pid}"
+            if self.markers is not None:
+                self.markers.named(proc_pid)
             head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                      {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
         sampler = self.sampler
@@ -271,9 +287,7 @@ class _Recording:
                 pass
             signals.drain_wakeup()
 
-            batch = sampler.drain()
-            if len(batch):
-                writer.write_many(self.builder.events(batch))
+            self._write_rows(sampler.drain())
             now = time.monotonic()
             if now - last_flush >= FLUSH_PERIOD:
                 _write_stats_counter(writer, sampler, self._ts)
@@ -296,6 +310,23 @@ class _Recording:
                     return
                 signals.send(timeout.step())  # keep recording while the command shuts down
 
+    def _write_rows(self, batch, stop_ns=None) -> None:
+        """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
+        first); at the stop (``stop_ns``) the trace's end rows and every marker left, open spans closed then."""
+        events = self.builder.events(batch) if len(batch) else ()
+        if stop_ns is not None:
+            events = itertools.chain(events, _later(self.builder.finish))
+        marks = []
+        if self.markers is not None:
+            try:
+                marks = (self.markers.finish(stop_ns) if stop_ns is not None else
+                         self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
+            except Exception:  # noqa: BLE001 - markers never stop a recording
+                marks = []
+        if marks:
+            events = heapq.merge(events, marks, key=_event_ts)
+        self.writer.write_many(events)
+
     def _finish(self) -> None:
         """Stop the sampler, write what is left and the stop event, close the trace; failures are kept."""
         sampler, writer, builder = self.sampler, self.writer, self.builder
@@ -305,12 +336,11 @@ class _Recording:
             self.failure = self.failure or e
         try:
             self.stats = dict(sampler.stats)
-            batch = sampler.drain()
-            if len(batch):
-                writer.write_many(builder.events(batch))
-            writer.write_many(builder.finish())
+            self._write_rows(sampler.drain(), stop_ns=time.time_ns())
             _write_stats_counter(writer, sampler, self._ts)
             self.stats = dict(sampler.stats)
+            if self.markers is not None:
+                self.stats.update(self.markers.stats())  # markers received and dropped
         except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
             self.failure = self.failure or e
         self.t_end_ns = time.time_ns()
@@ -383,6 +413,24 @@ class _Status:
             sys.stderr.flush()
             self.shown = False
 
+
+
+def _event_ts(event):
+    return event.get("ts", -1)
+
+
+def _later(make):
+    yield from make()  # called once the events before it are written
+
+
+def _marker_receiver(ts):
+    """The markers' receiver for a command (sysprof.markers), or None where its directory cannot be made."""
+    from ..markers.receiver import MarkerReceiver
+
+    try:
+        return MarkerReceiver(ts)
+    except OSError:
+        return None
 
 
 def _write_stats_counter(writer, sampler, ts):

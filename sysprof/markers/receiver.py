@@ -1,0 +1,238 @@
+"""The recorder's end of the markers (``sysprof record``): a directory named in the child's environment, drained
+into Chrome-style event dicts on the recorder's loop.
+
+Events: a span is a ``B`` and an ``E`` event (``cat`` ``"sysprof.mark"``) on the marking process's pid and
+thread's tid, an instant an ``"i"`` event with ``"s": "t"``; ``ts`` is converted by the recorder's own function,
+so markers are on the samples' clock. The first marker of a process or thread also yields its
+``process_name`` / ``thread_name`` metadata (the process's comm as its ring records it, a thread's from
+``/proc/<pid>/task/<tid>/comm`` at its first marker).
+
+Balance: the receiver keeps each thread's open spans. An end whose begin was dropped is left out; an end that
+closes a span with inner spans still open closes those too, at its time. A span still open when its process has
+exited (seen at a drain) is closed then (args ``"closed": "process exited"``), one open at the recorder's stop is
+closed at the stop time (``"closed": "at stop"``), so every span in the trace is a balanced B/E pair and any
+viewer shows it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, NAME_TRUNCATED, RingReader
+
+__all__ = ["MarkerReceiver", "ENV"]
+
+CATEGORY = "sysprof.mark"
+#: drain(until_ns) holds a marker back at most this long (ns) waiting for samples as new as it
+HOLD_NS = 1_000_000_000
+
+
+def _shm_dir() -> str:
+    """tmpfs for the rings when it is writable (no disk I/O, no page-in on the marking threads)."""
+    for d in ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR")):
+        if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+            return d
+    return tempfile.gettempdir()
+
+
+def _comm(pid, tid=None) -> str:
+    path = f"/proc/{pid}/comm" if tid is None else f"/proc/{pid}/task/{tid}/comm"
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class MarkerReceiver:
+    """Creates the markers' directory; :attr:`env` is the ``(name, value)`` to put in the child's environment.
+
+    ``ts(ns)`` turns a wall-clock ns stamp into the trace's ``ts``; ``named_pids`` are pids whose
+    ``process_name`` the trace already has."""
+
+    def __init__(self, ts, named_pids=(), directory=None):
+        self.path = tempfile.mkdtemp(prefix="sysprof-markers-", dir=directory or _shm_dir())
+        self.env = (ENV, self.path)
+        self._ts = ts
+        self._rings = {}  # path -> RingReader
+        self._stacks = {}  # (pid, tid) -> [(name bytes, name str)]
+        self._names = {}  # bytes -> str
+        self._named_pids = set(named_pids)
+        self._named_tids = set()
+        self._pending = []  # (ns, event) held back by drain(until_ns)
+        self._last_ns = {}  # (pid, tid) -> its latest stamp: a thread's events never go back in time
+        self.received = 0
+        self._retired_dropped = 0
+        self.closed = False
+
+    # ---- the loop ----
+    def drain(self, until_ns=None) -> list:
+        """The events of the markers published since the last call: metadata first, then in time order.
+
+        With ``until_ns`` (the newest sample the recorder writes with them), markers stamped later are held back
+        for a later call, so the trace stays in time order across drains, unless held over HOLD_NS."""
+        if self.closed:
+            return []
+        meta, timed = [], []
+        try:
+            entries = [e.path for e in os.scandir(self.path) if e.name.endswith(".ring")]
+        except OSError:
+            entries = []
+        for path in entries:
+            if path not in self._rings:
+                try:
+                    self._rings[path] = RingReader(path)
+                except (OSError, ValueError):
+                    continue  # not complete yet (or not ours): looked at again next time
+        for path, ring in list(self._rings.items()):
+            self._read(ring, meta, timed)
+            if not _alive(ring.pid):
+                self._read(ring, meta, timed)
+                self._close_open(ring.pid, time.time_ns(), "process exited", timed)
+                self._retired_dropped += ring.dropped
+                ring.close(unlink=True)
+                del self._rings[path]
+        pending = self._pending
+        pending += timed
+        pending.sort(key=_ns_key)
+        if until_ns is None:
+            self._pending = []
+            return meta + [ev for _, ev in pending]
+        cut = max(until_ns, time.time_ns() - HOLD_NS)
+        k = 0
+        while k < len(pending) and pending[k][0] <= cut:
+            k += 1
+        self._pending = pending[k:]
+        return meta + [ev for _, ev in pending[:k]]
+
+    def finish(self, t_stop_ns: int) -> list:
+        """The last events: what is left in the rings, then an end at ``t_stop_ns`` for every span still open.
+        Removes the directory and its rings."""
+        if self.closed:
+            return []
+        events = self.drain()
+        closing = []
+        self._close_open(None, t_stop_ns, "at stop", closing)
+        self.close()
+        return events + [ev for _, ev in closing]
+
+    def named(self, pid) -> None:
+        """The trace already names ``pid`` (its ``process_name``): not written again."""
+        self._named_pids.add(pid)
+
+    @property
+    def dropped(self) -> int:
+        """Markers the marking processes dropped (full ring, a recorder not draining, lock contention)."""
+        return self._retired_dropped + sum(r.dropped for r in self._rings.values())
+
+    def stats(self) -> dict:
+        return {"markers": self.received, "markers_dropped": self.dropped}
+
+    def close(self) -> None:
+        """Unmaps and removes the rings and the directory (idempotent)."""
+        if self.closed:
+            return
+        dropped = self.dropped
+        for ring in self._rings.values():
+            ring.close(unlink=True)
+        self._rings.clear()
+        self._retired_dropped = dropped
+        try:
+            for e in os.scandir(self.path):
+                if e.name.endswith(".ring"):
+                    os.unlink(e.path)
+            os.rmdir(self.path)
+        except OSError:
+            pass
+        self.closed = True
+
+    # ---- records -> events ----
+    def _name(self, raw: bytes) -> str:
+        s = self._names.get(raw)
+        if s is None:
+            s = raw.decode("utf-8", "replace")
+            if len(self._names) < 65536:
+                self._names[raw] = s
+        return s
+
+    def _read(self, ring, meta, timed) -> None:
+        pid, ts_of = ring.pid, self._ts
+        records = ring.read()
+        if not records:
+            return
+        self.received += len(records)
+        if pid not in self._named_pids:
+            self._named_pids.add(pid)
+            comm = ring.comm or _comm(pid)
+            meta.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                         "args": {"name": f"{comm} (pid {pid})" if comm else f"pid {pid}"}})
+        for ts_ns, tid, kind, flags, raw, args_raw in records:
+            key = (pid, tid)
+            if key not in self._named_tids:
+                self._named_tids.add(key)
+                comm = _comm(pid, tid)
+                if comm:
+                    meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": comm}})
+            name = self._name(raw)
+            last = self._last_ns.get(key)
+            if last is not None and ts_ns < last:
+                ts_ns = last  # the wall clock stepped back: keep the thread's begin/end order
+            self._last_ns[key] = ts_ns
+            ts = ts_of(ts_ns)
+            if kind == BEGIN:
+                self._stacks.setdefault(key, []).append((raw, name))
+                ev = {"name": name, "cat": CATEGORY, "ph": "B", "ts": ts, "pid": pid, "tid": tid}
+                if flags & NAME_TRUNCATED:
+                    ev["args"] = {"name_truncated": True}
+                timed.append((ts_ns, ev))
+            elif kind == END:
+                stack = self._stacks.get(key)
+                if not stack or all(r != raw for r, _ in stack):
+                    continue  # its begin was dropped
+                while stack:
+                    r, n = stack.pop()
+                    timed.append((ts_ns, {"name": n, "cat": CATEGORY, "ph": "E", "ts": ts, "pid": pid, "tid": tid}))
+                    if r == raw:
+                        break
+            elif kind == INSTANT:
+                args = {}
+                if args_raw:
+                    try:
+                        loaded = json.loads(args_raw.decode("utf-8", "replace"))
+                        args = loaded if isinstance(loaded, dict) else {"args": loaded}
+                    except ValueError:
+                        args = {"args_dropped": True}
+                if flags & NAME_TRUNCATED:
+                    args["name_truncated"] = True
+                if flags & ARGS_DROPPED:
+                    args["args_dropped"] = True
+                ev = {"name": name, "cat": CATEGORY, "ph": "i", "s": "t", "ts": ts, "pid": pid, "tid": tid}
+                if args:
+                    ev["args"] = args
+                timed.append((ts_ns, ev))
+
+    def _close_open(self, pid, t_ns, why, out) -> None:
+        for key in [k for k in self._stacks if pid is None or k[0] == pid]:
+            stack = self._stacks.pop(key)
+            ns = max(t_ns, self._last_ns.get(key, t_ns))
+            ts = self._ts(ns)
+            while stack:
+                _, n = stack.pop()
+                out.append((ns, {"name": n, "cat": CATEGORY, "ph": "E", "ts": ts, "pid": key[0], "tid": key[1],
+                                 "args": {"closed": why}}))
+
+
+def _ns_key(item):
+    return item[0]
