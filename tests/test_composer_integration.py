@@ -72,7 +72,7 @@ TRAIN = textwrap.dedent('''
                          torch_prof_with_flops=False, torch_prof_remote_file_name=None,
                          torch_prof_memory_remote_file_name=None)
     sysp = SystemProfiler(profile_cpu=True, profile_memory=True, profile_disk=True, profile_net=True,
-                          stats_thread_interval_seconds=%(interval)r)
+                          stats_thread_interval_seconds=%(interval)r, devices=["*"])  # lo too
     recorder = Recorder()
     profiler = Profiler(schedule=cyclic_schedule(skip_first=1, wait=1, warmup=1, active=3, repeat=2),
                         trace_handlers=[JSONTraceHandler(folder=out + "/composer", remote_file_name=None,

@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 _now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
 
-_now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
-
 
 def counter_plan(channels: tuple, rates: bool) -> list:
     """The trace counters of ``channels`` under Composer's names (the ``"composer"``
@@ -145,10 +143,15 @@ class SystemProfiler(Callback):
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
         intervals: seconds between two reads of a source, by name (``{"gpu": 0.1}``), as :class:`sysprof.Sampler`'s
             ``intervals``; checked when the sampler is made (``init``).
+        devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
+            (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
+
+    Written changes only by sysprof's :class:`~sysprof.JSONTraceHandler` (its ``changes_only``): an idle device
+    costs nothing after the first sample of each cycle file. Other handlers get every sample.
 
     Raises:
         ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
-            (or is a bool).
+            (or is a bool); ``devices`` is not a list of globs (see :mod:`sysprof.sampling.devices`).
     """
 
     def __init__(
@@ -164,9 +167,13 @@ class SystemProfiler(Callback):
         backend: str = "auto",
         drain_interval_seconds: float = 0.25,
         intervals: Optional[Dict[str, float]] = None,
+        devices: Optional[list] = None,
         **sources: bool,
     ) -> None:
         super().__init__()
+        from sysprof.sampling.devices import check_devices
+
+        self.devices = list(check_devices(devices)) if devices is not None else None
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
         _seconds("drain_interval_seconds", drain_interval_seconds)
         self.profile_cpu = profile_cpu
@@ -212,7 +219,7 @@ class SystemProfiler(Callback):
         fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
-                       backend=self.backend, intervals=self.intervals, **self._sources())
+                       backend=self.backend, intervals=self.intervals, devices=self.devices, **self._sources())
 
     def _sources(self) -> Dict[str, bool]:
         """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""
