@@ -12,8 +12,9 @@ Every path samples the host set (cpu, per-CPU, memory, disk, net, load) at ``int
   window's first ``step`` marker to its last);
 * ``Composer trainer``: Composer's ``Trainer`` + ``Profiler`` + ``JSONTraceHandler`` with ``sysprof.SystemProfiler``
   (only where ``composer`` imports: ``/tmp/sysprof-composer-venv/bin/python benchmarks/bench_density.py``;
-  ``shared/recipes/composer-venv.sh`` builds it); its handler writes every sample, so its windows give the
-  density inside the real trainer (the old ``composer_density_bench.py``).
+  ``shared/recipes/composer-venv.sh`` builds it), changes only (the default) and every row
+  (``SystemProfiler(changes_only=False)``), whose windows give the density inside the real trainer (the old
+  ``composer_density_bench.py``).
 
 Bytes per sample are whole files (heads, metadata and units included) over samples; ``counter B/sample`` counts
 the counter events' text alone. Goal: <= 20 bytes per sample for the host set at 1 ms on an idle machine, every
@@ -35,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from bench_busy import machine_cpu_seconds  # noqa: E402
 from bench_util import dist, fmt, table  # noqa: E402
 
 HOST_SET = dict(sys_prof_cpu=True, sys_prof_per_cpu=True, sys_prof_memory=True, sys_prof_disk=True,
@@ -105,7 +107,7 @@ def _window_density(paths, interval: float) -> List[float]:
     return out
 
 
-def _composer_trial(interval: float, tmp: str) -> Dict[str, Any]:
+def _composer_trial(interval: float, tmp: str, changes_only: bool) -> Dict[str, Any]:
     """Composer's Trainer, Profiler and JSONTraceHandler with sysprof.SystemProfiler: 2 epochs of a tiny model on the
     CPU, 4 recording windows; density from Composer's every-row trace (windows from the schedule's actions)."""
     import torch
@@ -130,7 +132,8 @@ def _composer_trial(interval: float, tmp: str) -> Dict[str, Any]:
     model = ComposerClassifier(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)),
                                num_classes=4)
     sysp = SystemProfiler(profile_cpu=True, profile_memory=True, profile_disk=True, profile_net=True,
-                          profile_load=True, per_cpu=True, stats_thread_interval_seconds=interval)
+                          profile_load=True, per_cpu=True, stats_thread_interval_seconds=interval,
+                          changes_only=changes_only)
     windows = Windows()
     profiler = Profiler(schedule=cyclic_schedule(skip_first=1, wait=1, warmup=1, active=3, repeat=2),
                         trace_handlers=[JSONTraceHandler(folder=folder, remote_file_name=None,
@@ -156,7 +159,8 @@ def _composer_trial(interval: float, tmp: str) -> Dict[str, Any]:
                 spans.append([t // 1000, t_next // 1000])
     density = [100.0 * sum(lo <= t < hi for t in cpu) / ((hi - lo) / 1e6 / interval) for lo, hi in spans if hi > lo]
     return {"bytes": sum(os.path.getsize(p) for p in paths), "samples": int(stats["rows_recorded"]),
-            "counter_bytes": _counter_bytes(paths), "files": len(paths), "density_percent": density}
+            "counter_bytes": _counter_bytes(paths), "files": len(paths),
+            "density_percent": [] if changes_only else density}
 
 
 def _has_composer() -> bool:
@@ -175,14 +179,19 @@ def bench_density(cfg, sysprof) -> Dict[str, Any]:
              "Profiler, cyclic": lambda tmp: _profile_trial(sysprof, interval, seconds, tmp, True, True),
              "Profiler, cyclic, every row": lambda tmp: _profile_trial(sysprof, interval, seconds, tmp, True, False)}
     if _has_composer():
-        paths["Composer trainer (every row)"] = lambda tmp: _composer_trial(interval, tmp)
+        paths["Composer trainer"] = lambda tmp: _composer_trial(interval, tmp, True)
+        paths["Composer trainer, every row"] = lambda tmp: _composer_trial(interval, tmp, False)
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in paths}
+    busy0, t0 = machine_cpu_seconds(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sysprof-density-") as tmp:
         for _ in range(trials):
             for name, run in paths.items():  # interleaved: the machine's state drifts alike for every path
                 runs[name].append(run(tmp))
+    busy1, t1 = machine_cpu_seconds(), time.monotonic()
     res: Dict[str, Any] = {"interval_s": interval, "seconds": seconds, "trials": trials, "paths": {},
-                           "composer": "Composer trainer (every row)" in paths}
+                           "composer": "Composer trainer" in paths, "cpus": os.cpu_count(),
+                           "loadavg_after": os.getloadavg()[0],
+                           "machine_busy_cores": None if busy0 is None or busy1 is None else (busy1 - busy0) / (t1 - t0)}
     for name, rs in runs.items():
         entry = {"bytes_per_sample": dist([r["bytes"] / r["samples"] for r in rs if r["samples"]], "B"),
                  "counter_bytes_per_sample": dist([r["counter_bytes"] / r["samples"] for r in rs if r["samples"]],
@@ -207,7 +216,9 @@ def print_density(res) -> str:
                      "-" if not d else f"{fmt(d['median'])} (min {fmt(d['min'])}, n={d['n']})"])
     head = (f"## density\n\nhost set at {res['interval_s'] * 1e3:g} ms, {res['trials']} trials of {res['seconds']:g} s "
             f"per path (interleaved); bytes per sample = whole files / samples"
-            + ("" if res["composer"] else "; Composer trainer: not run (composer not importable)") + "\n\n")
+            + ("" if res["composer"] else "; Composer trainer: not run (composer not importable)")
+            + (f"; the machine kept {res['machine_busy_cores']:.2f} of {res['cpus']} cores busy meanwhile (an idle "
+               "machine is the goal's condition)" if res.get("machine_busy_cores") is not None else "") + "\n\n")
     verdict = (f"\n\ngoal <= {GOAL_BYTES:g} B/sample on every changes-only path: "
                f"{'met' if res['goal_met'] else 'MISSED'}\n")
     return head + table(["path", "n", "B/sample (median)", "IQR", "counter B/sample", "kB/s", "samples",

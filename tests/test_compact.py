@@ -233,3 +233,78 @@ def test_composer_merger_takes_a_record_trace(tmp_path):
     names = [e["name"] for e in merged]
     assert "sysprof start" in names and "step" in names and names.count("global_rank") == 2
     assert {e["pid"] for e in merged} == {0}
+
+
+# ------------------------------------------------------------------------------ handlers without process_counter_rows
+from test_system_profiler import MS, T0, fake  # noqa: E402,F401 - the fake sampler and clock fixture
+
+
+class PerEventHandler:
+    """A handler as Composer's: callback methods and process_counter_event only (no process_counter_rows)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run_event(self, event, state, logger):
+        pass
+
+    def close(self, state, logger):
+        pass
+
+    def post_close(self):
+        pass
+
+    def process_counter_event(self, name, categories, timestamp, wall_clock_time_ns, values):
+        self.calls.append((name, (wall_clock_time_ns - T0) // MS, values))
+
+
+@pytest.mark.parametrize("changes_only", [True, False])
+def test_per_event_handlers_get_changes_only(fake, changes_only):  # noqa: F811
+    """Two cycles of one batch each: rows at 2, 4, 6 ms (first cycle) and 12, 14 ms (second); only cpu changes (at
+    4 ms); eth0's kb_recv is NaN throughout. Each cycle opens with every counter and closes with its last row's."""
+    sampler, clock = fake
+    sampler.channels = ("cpu/percent", "net/eth0/bytes_sent", "net/eth0/bytes_recv")
+    h = PerEventHandler()
+    prof = Profiler(schedule=cyclic_schedule(wait=0, warmup=0, active=1, repeat=2), trace_handlers=[h],
+                    sys_prof_cpu=True, sys_prof_net=True)
+    prof.system_profiler.changes_only = changes_only
+    prof.start()  # observed at T0: active_and_save
+    first, changed = [12.5, 2500.0, NAN], [13.5, 2500.0, NAN]
+    sampler.rows = [(T0 + 2 * MS, first), (T0 + 4 * MS, changed), (T0 + 6 * MS, changed)]
+    clock["t"] = T0 + 10 * MS
+    prof.step()  # batch_end: drained and closed before the save
+    sampler.rows = [(T0 + 12 * MS, changed), (T0 + 14 * MS, changed)]
+    prof.stop()
+    cpu = lambda v: ("cpu", {"cpu_percent": v})  # noqa: E731
+    net = ("network/eth0/kb_sent", {"kb_sent": 2.5})
+    got = [(t, (n, v)) for n, t, v in h.calls]
+    if not changes_only:
+        assert got == [(t, e) for t, v in ((2, 12.5), (4, 13.5), (6, 13.5), (12, 13.5), (14, 13.5))
+                       for e in (cpu(v), net)]
+        return
+    assert got == [(2, cpu(12.5)), (2, net), (4, cpu(13.5)), (6, cpu(13.5)), (6, net),
+                   (12, cpu(13.5)), (12, net), (14, cpu(13.5)), (14, net)]
+
+
+def test_bench_density_runs():
+    """benchmarks/bench_density.py's structure (no size or rate asserts: the machine decides them), except what
+    holds anywhere: the every-row file is larger than the changes-only one of the same path."""
+    import pathlib
+
+    sys_path = str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import bench_density
+    finally:
+        sys.path.remove(sys_path)
+    res = bench_density.bench_density({"density": (1, 0.3)}, sysprof)
+    paths = res["paths"]
+    assert {"record", "profile()", "Profiler, cyclic", "Profiler, cyclic, every row"} <= set(paths)
+    for e in paths.values():
+        assert e["bytes_per_sample"]["n"] == 1 and min(e["samples"]) > 0
+    assert (paths["Profiler, cyclic, every row"]["counter_bytes_per_sample"]["median"]
+            > paths["Profiler, cyclic"]["counter_bytes_per_sample"]["median"])
+    text = bench_density.print_density(res)
+    assert "| record" in text and "goal <= 20 B/sample" in text
