@@ -251,8 +251,8 @@ class Sampler:
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
             unavailable, a pid without a source that follows it, or a custom proc_root with psutil; for
             ``intervals``: a name that is not a registered source (the message lists them), a source not
-            switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of globs
-            (or names a source other than disk and net).
+            switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of non-empty
+            glob strings (or has ``disk/`` or ``net/`` with no glob after it).
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
