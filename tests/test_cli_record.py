@@ -107,21 +107,31 @@ def test_record_with_psutil_backend(tmp_path):
 
 
 def test_record_follows_existing_pid(tmp_path):
-    sleeper = subprocess.Popen(["sleep", "0.8"])
+    from cli_support import SYSPROF
+
+    # the sleeper lives until the recorder has written its head (a loaded machine starts the CLI slowly); its end
+    # then ends the recording
+    sleeper = subprocess.Popen(["sleep", "60"])
+    trace = tmp_path / "t.json"
+    recorder = subprocess.Popen(SYSPROF + ["record", "-q", "-o", str(trace), "--pid", str(sleeper.pid)],
+                                stderr=subprocess.PIPE, text=True)  # --process implied
     try:
-        trace = tmp_path / "t.json"
-        proc = run_cli("record", "-q", "-o", trace, "--pid", sleeper.pid)  # --process implied
-        assert proc.returncode == 0, proc.stderr
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and recorder.poll() is None and not (
+                trace.exists() and "sysprof start" in trace.read_text(errors="replace")):
+            time.sleep(0.05)
+        time.sleep(0.3)
     finally:
         sleeper.kill()
         sleeper.wait()
+    assert recorder.wait(timeout=60) == 0, recorder.stderr.read()
     events = read_trace(trace)
     assert {e["pid"] for e in events if e.get("ph") == "C" and e["name"] == "process"} == {sleeper.pid}
     # named by its program, as a command is; its command line read from /proc/<pid>/cmdline
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert names[sleeper.pid] == f"sleep (pid {sleeper.pid})"
     start = next(e for e in events if e.get("name") == "sysprof start")
-    assert start["args"]["command_line"] == "sleep 0.8"
+    assert start["args"]["command_line"] == "sleep 60"
 
 
 # --------------------------------------------------------------------------------------------------

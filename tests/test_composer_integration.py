@@ -72,7 +72,8 @@ TRAIN = textwrap.dedent('''
                          torch_prof_with_flops=False, torch_prof_remote_file_name=None,
                          torch_prof_memory_remote_file_name=None)
     sysp = SystemProfiler(profile_cpu=True, profile_memory=True, profile_disk=True, profile_net=True,
-                          stats_thread_interval_seconds=%(interval)r)
+                          stats_thread_interval_seconds=%(interval)r, devices=["*"],  # lo too
+                          changes_only=False)  # every sample an event: the density test counts them
     recorder = Recorder()
     profiler = Profiler(schedule=cyclic_schedule(skip_first=1, wait=1, warmup=1, active=3, repeat=2),
                         trace_handlers=[JSONTraceHandler(folder=out + "/composer", remote_file_name=None,
@@ -210,7 +211,7 @@ def test_samples_inside_windows_and_dense(run):
     machine: a busy one misses deadlines (counted), it does not lose rows. Catches rows lost between the sampler,
     the SystemProfiler and the trace, windows cut short, a sampler that drifts without counting (relative
     deadlines), bursts that make up missed deadlines. How dense a free core keeps the trace (>= 95 % of the
-    deadlines) is measured by benchmarks/composer_density_bench.py, not asserted here."""
+    deadlines) is measured by benchmarks/bench_density.py, not asserted here."""
     out, result = run
     windows = _windows([tuple(a) for a in result["actions"]])
     assert len(windows) == 4

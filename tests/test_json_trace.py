@@ -61,7 +61,8 @@ def test_handler_leaves_non_finite_counter_values_out(tmp_path):
     from sysprof.profiler.trace_handler import CounterRows
 
     inf, nan = float("inf"), float("nan")
-    h = JSONTraceHandler(folder=str(tmp_path), merged_trace_filename=None, remote_file_name=None)
+    h = JSONTraceHandler(folder=str(tmp_path), merged_trace_filename=None, remote_file_name=None,
+                         changes_only=False)  # every row (changes only: tests/test_compact.py)
     state = _St()
     h.init(state, None)
     h.process_counter_event("lim", ["m"], None, 1_000_000, {"max": inf, "cur": 5.0})

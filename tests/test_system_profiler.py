@@ -253,9 +253,11 @@ def test_fallback_thread_drains_without_events(fake, recording_handler, monkeypa
 def test_live_sampler_values_against_psutil(tmp_path):
     """The real sampler (native where built): used_gb within 2 % of psutil's used/1e9; 10 ms samples, all in the
     trace, and every deadline either a sample or a missed deadline the sampler counted (how many a free core
-    takes is a benchmark: benchmarks/density_bench.py). Catches rows lost on the way to the trace and a sampler
-    that falls behind its deadlines without counting them."""
-    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    takes is a benchmark: benchmarks/bench_density.py). Catches rows lost on the way to the trace and a sampler
+    that falls behind its deadlines without counting them. Every row is written (changes_only=False): a cpu
+    event per sample."""
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None,
+                               changes_only=False)
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[handler], sys_prof_cpu=True,
                     sys_prof_memory=True, sys_prof_disk=True, sys_prof_net=True,
                     sys_prof_stats_thread_interval_seconds=0.01)
@@ -297,7 +299,8 @@ def test_live_sampler_values_against_psutil(tmp_path):
 def test_template_rows_match_per_event_encoding(fake, tmp_path):
     """All-finite rows take the JSON handler's template path; the text equals per-event json encoding."""
     sampler, clock = fake
-    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None)
+    handler = JSONTraceHandler(folder=str(tmp_path), remote_file_name=None, merged_trace_filename=None,
+                               changes_only=False)  # every row: the layout of each
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[handler], sys_prof_memory=True,
                     sys_prof_rates=True)
     prof.start()

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include "parse/diskstats.hpp"
+#include "sources/device_filter.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
@@ -16,6 +17,13 @@ constexpr const char* kFields[] = {"read_bytes", "write_bytes", "read_count", "w
                                    "busy_time_seconds_per_second"};
 constexpr size_t kPerDisk = sizeof(kFields) / sizeof(kFields[0]);
 
+// The name of a diskstats line ("major minor name ..."), without parsing its statistics; empty if none.
+inline std::string_view diskstats_name(Cursor c) {
+  uint64_t n;
+  if (!parse_u64(c, n) || !parse_u64(c, n)) return {};
+  return next_token(c);
+}
+
 class DiskstatsSource final : public FileSource {
  public:
   const char* name() const override { return "disk"; }
@@ -26,6 +34,8 @@ class DiskstatsSource final : public FileSource {
 
   bool discover(const Config& cfg, std::string& warning) override {
     // Whole disks are the entries of /sys/block (with '/' in a name written as '!'); partitions are not.
+    // A disk the device rules leave out (sampling/devices.py) is skipped like a partition.
+    DeviceRules rules(cfg, "disk");
     std::string block = join(cfg.sys_root, "block");
     struct stat st;
     bool have_sys = ::stat(block.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -42,7 +52,10 @@ class DiskstatsSource final : public FileSource {
       std::string name(l.name), sysname(l.name);
       for (auto& ch : sysname)
         if (ch == '/') ch = '!';
-      if (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0) continue;
+      if (!rules.keeps(name) || (have_sys && ::stat((block + "/" + sysname).c_str(), &st) != 0)) {
+        skipped_.add(l.name);
+        continue;
+      }
       disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(name));
     }
     if (!bad.empty()) malformed(file_, bad, warning);
@@ -60,6 +73,7 @@ class DiskstatsSource final : public FileSource {
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<DiskstatsSource>();
     for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(d.name));
+    s->skipped_ = skipped_;
     return s;
   }
 
@@ -87,13 +101,19 @@ class DiskstatsSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);
     };
-    std::string_view bad = scan_counter_devices<kDiskCounters, DiskstatsLine>(file_, disks_, mono_ns, row_kept_ && out, parse_diskstats_line, fill, gone);
+    auto parse_line = [this](Cursor c, DiskstatsLine& l) {
+      if (!skipped_.empty() && skipped_.contains(diskstats_name(c))) return 0;  // a partition or a disk left out: not parsed
+      return parse_diskstats_line(c, l);
+    };
+    std::string_view bad =
+        scan_counter_devices<kDiskCounters, DiskstatsLine>(file_, disks_, mono_ns, row_kept_ && out, parse_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 
  private:
   std::vector<CounterDevice<kDiskCounters, DiskstatsLine>> disks_;
+  SkippedNames skipped_;
 };
 
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }

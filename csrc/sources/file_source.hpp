@@ -121,10 +121,13 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
     size_t len = size_t(c.end - c.p);
     CounterDevice<N, Line>* d = nullptr;
     const Line* l = nullptr;
-    uint64_t h = len ? line_hash(c.p, len) : 0;
-    if (hint < devices.size() && len) {
+    uint64_t h = 0;
+    bool hashed = false;  // hashed only where a line may be a kept device's: not a skipped device's line
+    if (hint < devices.size() && len && !devices[hint].seen && devices[hint].len == len) {
       CounterDevice<N, Line>& e = devices[hint];
-      if (!e.seen && e.len == len && e.hash == h) {
+      h = line_hash(c.p, len);
+      hashed = true;
+      if (e.hash == h) {
         d = &e;
         l = &e.line;
         ++hint;
@@ -142,7 +145,7 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
       if (r <= 0) continue;
       d = find_device(devices, parsed.name, hint);
       if (!d || d->seen) continue;
-      d->hash = h;
+      d->hash = hashed ? h : line_hash(c.p, len);
       d->len = uint32_t(len);
       d->line = parsed;
       d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "parse/net_dev.hpp"
+#include "sources/device_filter.hpp"
 #include "sources/file_source.hpp"
 #include "sources/registry.hpp"
 
@@ -13,6 +14,14 @@ constexpr const char* kFields[] = {"bytes_recv", "bytes_sent", "packets_recv", "
                                    "bytes_sent_per_second", "packets_recv_per_second", "packets_sent_per_second"};
 constexpr size_t kPerNic = sizeof(kFields) / sizeof(kFields[0]);
 
+// The name of a net/dev line (before its last ':', blanks skipped), without parsing its columns; empty if none.
+inline std::string_view netdev_name(Cursor c) {
+  skip_blanks(c);
+  for (const char* q = c.end; q > c.p;)
+    if (*--q == ':') return std::string_view(c.p, size_t(q - c.p));
+  return {};
+}
+
 class NetdevSource final : public FileSource {
  public:
   const char* name() const override { return "net"; }
@@ -21,7 +30,8 @@ class NetdevSource final : public FileSource {
   std::string path(const Config& cfg) const override { return join(cfg.proc_root, "net/dev"); }
   bool single_shot() const override { return false; }
 
-  bool discover(const Config&, std::string& warning) override {
+  bool discover(const Config& cfg, std::string& warning) override {
+    DeviceRules rules(cfg, "net");  // an interface they leave out (sampling/devices.py) is skipped each tick
     LineReader lines(file_.data(), file_.size());
     Cursor c;
     std::string_view bad;
@@ -29,7 +39,12 @@ class NetdevSource final : public FileSource {
       NetDevLine l;
       int r = parse_net_dev_line(c, l);
       if (r < 0) bad = std::string_view(c.p, size_t(c.end - c.p));
-      if (r > 0) nics_.push_back(CounterDevice<kNetCounters, NetDevLine>(std::string(l.name)));
+      if (r <= 0) continue;
+      std::string name(l.name);
+      if (rules.keeps(name))
+        nics_.push_back(CounterDevice<kNetCounters, NetDevLine>(name));
+      else
+        skipped_.add(l.name);
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     return !(nics_.empty() && !bad.empty());
@@ -44,6 +59,7 @@ class NetdevSource final : public FileSource {
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<NetdevSource>();
     for (auto& n : nics_) s->nics_.push_back(CounterDevice<kNetCounters, NetDevLine>(n.name));
+    s->skipped_ = skipped_;
     return s;
   }
 
@@ -60,13 +76,18 @@ class NetdevSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerNic, kPerNic);
     };
-    std::string_view bad = scan_counter_devices<kNetCounters, NetDevLine>(file_, nics_, mono_ns, row_kept_ && out, parse_net_dev_line, fill, gone);
+    auto parse_line = [this](Cursor c, NetDevLine& l) {
+      if (!skipped_.empty() && skipped_.contains(netdev_name(c))) return 0;  // left out: not parsed
+      return parse_net_dev_line(c, l);
+    };
+    std::string_view bad = scan_counter_devices<kNetCounters, NetDevLine>(file_, nics_, mono_ns, row_kept_ && out, parse_line, fill, gone);
     if (!bad.empty()) malformed(file_, bad, err);
     return true;
   }
 
  private:
   std::vector<CounterDevice<kNetCounters, NetDevLine>> nics_;
+  SkippedNames skipped_;
 };
 
 std::unique_ptr<Source> make_netdev_source() { return std::make_unique<NetdevSource>(); }

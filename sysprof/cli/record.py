@@ -20,8 +20,8 @@ from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
 from .output import _open_output, _symlink_error
-from .sources import (_require_a_source, _sources_from_args, check_targets, intervals_from_args, requested,
-                      sampler_kwargs, target_sources, warn_problems)
+from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, intervals_from_args,
+                      requested, sampler_kwargs, target_sources, warn_problems)
 
 #: the sampling interval used when ``--interval`` is not given
 DEFAULT_INTERVAL = "10ms"
@@ -87,11 +87,13 @@ def cmd_record(args) -> int:
         raise CLIError(f"no such process: {args.pid}")
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
     intervals = intervals_from_args(args, sources)
+    devices = devices_from_args(args)
     _preflight(args, command)
     sysprof = _import_sysprof()
 
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
-                  capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval))
+                  capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval),
+                  devices=devices)
     asked = requested(sources)
     followed = [name for name in asked if name in target_sources()]
     follow_child = bool(followed) and bool(command)
@@ -230,7 +232,11 @@ class _Recording:
         return t_ns / 1000.0 if self.float_ts else t_ns // 1000
 
     def _head(self, channels):
-        """The trace's first events: process names, the start event with the metadata, the units."""
+        """The trace's first events: process names, the rank metadata, the start event with the metadata, the
+        units. The rank metadata are Composer's (``global_rank``: ``$RANK`` or 0; ``clock_sync_timestamp_us``:
+        the start time), so Composer's and sysprof's mergers take a record trace with Composer traces: a merger
+        shifts each rank's events by its clock sync's offset from the lowest rank's, so record with the ``RANK``
+        of a rank that shares this machine's clock (rank 0's on its node; same rank: no shift)."""
         args, my_pid, proc_pid, command = self.args, self.my_pid, self.proc_pid, self.command
         # the command line (arguments, secrets among them, included) is written once: the start event's
         followed = _followed_argv(args.pid) if args.pid is not None and not command else []
@@ -245,6 +251,11 @@ class _Recording:
                 self.markers.named(proc_pid)
             head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                      {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
+        rank = os.environ.get("RANK", "0").strip()
+        rank = int(rank) if rank.isdigit() else 0
+        head += [{"name": "global_rank", "ph": "M", "pid": my_pid, "tid": 0, "args": {"value": rank}},
+                 {"name": "clock_sync_timestamp_us", "ph": "M", "pid": my_pid, "tid": 0,
+                  "args": {"value": self.t_start_ns // 1000}}]
         sampler = self.sampler
         meta = {
             "version": _version(),
@@ -262,6 +273,7 @@ class _Recording:
             "cpu_count": os.cpu_count(),
             "start_time_ns": self.t_start_ns,
             "duration_limit_s": args.duration,
+            "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None,
         }
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})

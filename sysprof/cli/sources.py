@@ -49,6 +49,12 @@ def add_source_flags(parser) -> None:
     targets = " and ".join(SOURCES[n].flag for n in target_sources())
     g.add_argument("--all", action="store_true",
                    help="every source" + (f" ({targets} when there is a command or --pid)" if targets else ""))
+    g.add_argument("--devices", action="append", metavar="GLOB",
+                   help="disks and network interfaces to record (repeatable): GLOB keeps the devices it matches "
+                        "(then only those), '!GLOB' leaves them out, disk/GLOB or net/GLOB for one source; "
+                        "default: all but loop*, ram*, zram* disks and lo, which a GLOB matching them brings "
+                        "back ('*': every device). Quote the GLOB for the shell: --devices 'nvme*' "
+                        "--devices '!net/docker*'")
 
 
 def interval_flag(spec) -> str:
@@ -98,6 +104,18 @@ def _sources_from_args(args, have_target: bool, pid_given: bool = False):
         if any(chosen[opt.name] for opt in spec.options):
             chosen[name] = True  # an option implies its source
     return chosen
+
+
+def devices_from_args(args):
+    """The Sampler's ``devices`` of the ``--devices`` flags (None: not given); a malformed glob is an error."""
+    from ..sampling.devices import check_devices
+
+    if not getattr(args, "devices", None):
+        return None
+    try:
+        return list(check_devices(args.devices, "--devices"))
+    except ValueError as e:
+        raise CLIError(str(e), status=2) from None
 
 
 def requested(chosen):

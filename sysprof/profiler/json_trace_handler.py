@@ -5,7 +5,8 @@ Event layout (identical to Composer 0.32.1's ``JSONTraceHandler``; one JSON obje
 
 * duration: ``{"name", "cat", "ph": "B"|"E", "ts", "pid", "tid", "args": {"epoch", "batch"}}``
 * instant: ``{"name", "cat", "ph": "i", "ts", "pid", "tid", "args": {"epoch", "batch"}, "s": "p"}``
-* counter (``ph`` ``C``): ``{"name", "cat", "ph", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``
+* counter (``ph`` ``C``): ``{"name", "cat", "ph", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``; the
+  system profiler's counters changes only by default (see :class:`JSONTraceHandler`'s ``changes_only``)
 * metadata (once per profiling cycle): ``{"name", "cat": "", "ph": "M", "ts", "pid", "tid", "args"}`` named
   ``process_name``, ``thread_name``, ``thread_sort_index``, ``global_rank``, ``process_sort_index``,
   ``clock_sync_timestamp_us`` and ``clock_sync_error_bound``; with system-profiler counters also sysprof's units
@@ -130,6 +131,14 @@ class JSONTraceHandler(TraceHandler):
         merged_trace_remote_file_name: upload name of the merged trace; ``None`` disables the upload.
         overwrite: allow a non-empty folder (otherwise ``init`` raises ``FileExistsError``).
         num_traces_to_keep: how many saved cycle files to keep on disk (oldest removed first); ``-1`` keeps all.
+        changes_only: the system profiler's counters (:meth:`process_counter_rows`) as ``sysprof record`` writes
+            them: a counter's event only at a sample where one of its values changed (an idle disk or NIC costs
+            nothing), plus every counter at the first sample of each cycle file and again at its last (so each
+            saved file stands alone, and a value holds until the next event, as Chrome's and Perfetto's counter
+            tracks draw it, and as Composer's tools read it). NaN and +/-inf keys are left out; where all of a
+            counter's keys turn unknown, an event with ``"args": {}`` ends its old values. ``False``: an event
+            per counter and sample (Composer's density; an event with no finite key is not written). Counters
+            given one at a time (``process_counter_event``, markers) are always written as given.
 
     Raises (at ``init``, before training):
         FileExistsError: the folder is not empty and ``overwrite`` is false.
@@ -160,6 +169,7 @@ class JSONTraceHandler(TraceHandler):
         *,
         overwrite: bool = False,
         num_traces_to_keep: int = -1,
+        changes_only: bool = True,
     ) -> None:
         super().__init__()
         self.folder = folder
@@ -169,6 +179,7 @@ class JSONTraceHandler(TraceHandler):
         self.merged_trace_remote_file_name = merged_trace_remote_file_name
         self.overwrite = overwrite
         self.num_traces_to_keep = num_traces_to_keep
+        self.changes_only = bool(changes_only)
         self.saved_traces: list = []
         self._saved_paths: set = set()  # files this run saved (the final save never replaces one of them)
 
@@ -219,24 +230,30 @@ class JSONTraceHandler(TraceHandler):
             self._write_pending()
 
     def process_counter_rows(self, rows: CounterRows) -> None:
-        """Record a batch of system-profiler counters as text (:class:`~sysprof.trace.tracks.RowTemplate`: one
-        template per all-finite row; the text is identical to per-event encoding). The units of ``rows`` are
-        declared once per file and channel set (a ``"sysprof units"`` metadata event)."""
-        pending = self._pending
-        if rows.units and rows.units is not self._units_for:
-            self._units_for = rows.units
-            event = units_event(rows.units, self._rank)
-            event["tid"] = self._tid  # the training loop's thread, as every event of Composer's layout
-            pending.append((_UNITS, event))
-        if not hasattr(self.trace_writer, "write_encoded"):
-            pending.extend((_C, name, cats, t, values) for name, cats, _, t, values in rows.events())
-        else:
-            template = self._template
-            if template is None or template.series is not rows.series:
-                template = self._template = RowTemplate(rows.series, self._rank, self._tid)
-            for text, n in template.render(rows.times_ns, rows.values):
-                pending.append((_TEXT, text, n))
-        self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
+        """Record a batch of system-profiler counters as text (:class:`~sysprof.trace.tracks.RowTemplate`:
+        templates for all-finite rows; the text is identical to per-event encoding), changes only unless
+        ``changes_only=False``; a writer without encoded text (.pftrace: it keeps changes only itself) gets the
+        counter events. The units of ``rows`` are declared once per file and channel set (a ``"sysprof units"``
+        metadata event)."""
+        if self._forked:
+            return
+        with self._lock:  # a drain thread's batch and the training thread's save do not interleave
+            pending = self._pending
+            if rows.units and rows.units is not self._units_for:
+                self._units_for = rows.units
+                event = units_event(rows.units, self._rank)
+                event["tid"] = self._tid  # the training loop's thread, as every event of Composer's layout
+                pending.append((_UNITS, event))
+            if not hasattr(self.trace_writer, "write_encoded"):
+                pending.extend((_C, name, cats, t, values) for name, cats, _, t, values in rows.events())
+            else:
+                template = self._template
+                if template is None or template.series is not rows.series:
+                    self._finish_rows()  # the old channel set's last values end here
+                    template = self._template = RowTemplate(rows.series, self._rank, self._tid, self.changes_only)
+                for text, n in template.render(rows.times_ns, rows.values):
+                    pending.append((_TEXT, text, n))
+            self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
 
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
         """Copy every event of the Chrome trace at ``filepath`` into the current cycle, with ``pid`` set to the
@@ -413,6 +430,7 @@ class JSONTraceHandler(TraceHandler):
             return
         timestamp = state.timestamp
         with self._lock:
+            self._finish_rows()
             self._write_pending()
             if self._writer is None:  # nothing recorded in this cycle: save an empty trace, like Composer
                 self._open_writer()

@@ -83,8 +83,9 @@ class Profiler(Callback):
             with ``profile_cpu=...`` etc. when any is true (as Composer does).
         sys_prof_stats_thread_interval_seconds: the system profiler's sampling interval (float seconds > 0).
         sys_prof_<source> (any other source of the registry: ``sys_prof_gpu``, ``sys_prof_process``, ...),
-            sys_prof_per_cpu, sys_prof_rates: sysprof extensions, passed to the
-            system profiler as ``profile_gpu``, ``profile_process``, ``per_cpu``, ``rates``.
+            sys_prof_per_cpu, sys_prof_rates, sys_prof_intervals, sys_prof_devices: sysprof extensions, passed to the
+            system profiler as ``profile_gpu``, ``profile_process``, ``per_cpu``, ``rates``, ``intervals``,
+            ``devices`` (the disks and NICs sampled: globs, see :class:`sysprof.Sampler`).
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
             tracing (``torch_prof_record_shapes``, ``_profile_memory``, ``_with_stack``, ``_with_flops`` true or
@@ -108,6 +109,7 @@ class Profiler(Callback):
         sys_prof_per_cpu: bool = False,
         sys_prof_rates: bool = False,
         sys_prof_intervals: Optional[Dict[str, float]] = None,
+        sys_prof_devices: Optional[Sequence[str]] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -146,7 +148,7 @@ class Profiler(Callback):
                 profile_cpu=sys_prof_cpu, profile_memory=sys_prof_memory, profile_disk=sys_prof_disk,
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
                 per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
-                **{f"profile_{n}": v for n, v in sources.items()}))
+                devices=sys_prof_devices, **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:
@@ -338,6 +340,7 @@ def profile(
     trace_handlers: Optional[Sequence[TraceHandler]] = None,
     run_name: str = "sysprof",
     overwrite: bool = False,
+    devices: Optional[Sequence[str]] = None,
     **profiler_kwargs: Any,
 ) -> Iterator[Profiler]:
     """Profile a plain Python loop: a started standalone :class:`Profiler`, stopped on exit.
@@ -349,15 +352,21 @@ def profile(
         trace_handlers: handlers to use instead of the default JSON handler.
         run_name: the state's run name (fills ``{run_name}``).
         overwrite: let the default handler write into a non-empty folder.
+        devices: the disks and network interfaces sampled (``sys_prof_devices``): globs as
+            :class:`sysprof.Sampler`'s ``devices``; None: all but loop, RAM and zram disks and ``lo``.
         **profiler_kwargs: :class:`Profiler` keywords (``sys_prof_cpu``, ``sys_prof_memory``, ...,
             ``sys_prof_stats_thread_interval_seconds``).
 
     Yields:
         Profiler: call ``marker(...)`` and ``step()`` on it.
+
+    The default handler writes the system counters changes only (:class:`JSONTraceHandler`'s ``changes_only``).
     """
     if trace_handlers is None:
         trace_handlers = [JSONTraceHandler(folder=folder, remote_file_name=None, merged_trace_remote_file_name=None,
                                            overwrite=overwrite)]
+    if devices is not None:
+        profiler_kwargs["sys_prof_devices"] = devices
     prof = Profiler(schedule=schedule or _always_active, trace_handlers=list(trace_handlers), **profiler_kwargs)
     prof.start(run_name=run_name)
     try:

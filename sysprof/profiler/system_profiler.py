@@ -28,13 +28,11 @@ from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
 from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
-from sysprof.trace.tracks import TrackLayout
+from sysprof.trace.tracks import Changes, TrackLayout
 
 __all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS", "counter_plan"]
 
 log = logging.getLogger(__name__)
-
-_now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
 
 _now_ns = time.time_ns  # wall clock of event observations (tests substitute a fake)
 
@@ -96,6 +94,41 @@ class _RecordingLog:
             del self.times[:keep_from], self.recording[:keep_from], self.stamps[:keep_from]
 
 
+class _ChangedEvents:
+    """Changes-only counter events for one handler without ``process_counter_rows`` (e.g. Composer's
+    ``JSONTraceHandler``): the rule of :class:`~sysprof.trace.tracks.Changes`, restarted at each cycle's end
+    (:meth:`finish`: the last row's other counters, so each saved file holds every counter's values)."""
+
+    def __init__(self, series: list) -> None:
+        self.series = series
+        self.changes = Changes([(lo, hi) for _, _, _, lo, hi in series])
+        self.last: Any = None  # (wall ns, timestamp) of the last row sent
+
+    def _send(self, handler: Any, g: int, row: list, t_ns: int, timestamp: Any) -> None:
+        name, categories, keys, lo, hi = self.series[g]
+        values = self.changes.args(g, keys, row[lo:hi])
+        if values is not None:
+            handler.process_counter_event(name=name, categories=categories, timestamp=timestamp,
+                                          wall_clock_time_ns=t_ns, values=values)
+
+    def send(self, handler: Any, rows: Any) -> None:
+        if not len(rows):
+            return
+        mask = self.changes.mask(rows.values)
+        self.last = (int(rows.times_ns[-1]), rows.timestamps[-1])
+        for r in np.flatnonzero(mask.any(axis=1)).tolist():
+            row, t_ns, timestamp = rows.values[r].tolist(), int(rows.times_ns[r]), rows.timestamps[r]
+            for g in np.flatnonzero(mask[r]).tolist():
+                self._send(handler, g, row, t_ns, timestamp)
+
+    def finish(self, handler: Any) -> None:
+        if self.changes.prev is not None and self.last is not None:
+            row = self.changes.prev.tolist()
+            for g in self.changes.finish_tracks():
+                self._send(handler, g, row, *self.last)
+        self.changes.reset()
+
+
 def source_switches(given: Dict[str, Any], owner: str, prefix: str = "profile_") -> Dict[str, bool]:
     """``{source: on}`` for the registry sources other than Composer's four (cpu, memory, disk, net), from
     ``profile_<source>`` keywords (off unless given). Raises TypeError for a keyword naming no source."""
@@ -145,10 +178,20 @@ class SystemProfiler(Callback):
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
         intervals: seconds between two reads of a source, by name (``{"gpu": 0.1}``), as :class:`sysprof.Sampler`'s
             ``intervals``; checked when the sampler is made (``init``).
+        devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
+            (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
+        changes_only: what handlers without ``process_counter_rows`` get (see below).
+
+    Changes only: a handler with ``process_counter_rows`` (sysprof's :class:`~sysprof.JSONTraceHandler`) gets every
+    row and writes changes only itself (its ``changes_only``); a handler without it (Composer's) gets a counter's
+    event only at a sample where one of its values changed, every counter at the first sample recorded after
+    each cycle's save and again at the cycle's last sample, and an event with ``values == {}`` where all of a
+    counter's values turn unknown (``changes_only=False``: every sample, as Composer's ``SystemProfiler``). An idle
+    device then costs nothing after the first sample of each cycle file.
 
     Raises:
         ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
-            (or is a bool).
+            (or is a bool); ``devices`` is not a list of globs (see :mod:`sysprof.sampling.devices`).
     """
 
     def __init__(
@@ -164,9 +207,16 @@ class SystemProfiler(Callback):
         backend: str = "auto",
         drain_interval_seconds: float = 0.25,
         intervals: Optional[Dict[str, float]] = None,
+        devices: Optional[list] = None,
+        changes_only: bool = True,
         **sources: bool,
     ) -> None:
         super().__init__()
+        from sysprof.sampling.devices import check_devices
+
+        self.devices = list(check_devices(devices)) if devices is not None else None
+        self.changes_only = bool(changes_only)
+        self._streams: Dict[int, _ChangedEvents] = {}  # id(handler) -> its changes-only state
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
         _seconds("drain_interval_seconds", drain_interval_seconds)
         self.profile_cpu = profile_cpu
@@ -212,7 +262,7 @@ class SystemProfiler(Callback):
         fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
-                       backend=self.backend, intervals=self.intervals, **self._sources())
+                       backend=self.backend, intervals=self.intervals, devices=self.devices, **self._sources())
 
     def _sources(self) -> Dict[str, bool]:
         """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""
@@ -232,6 +282,7 @@ class SystemProfiler(Callback):
         self._shutdown()  # reused after an earlier run
         self._state = state
         self._log = _RecordingLog()
+        self._streams = {}
         self._cuda_device = None
         self._note_cuda_device()
         if not any(self._sources().values()):
@@ -261,9 +312,9 @@ class SystemProfiler(Callback):
                 self._note_cuda_device()
             previous = self._last_action
             self._observe(state)
-            if (time.monotonic() - self._last_drain >= self.drain_interval_seconds
-                    or (previous == "active_and_save" and event_name(event) == "batch_end")):
-                self._drain()
+            cycle_end = previous == "active_and_save" and event_name(event) == "batch_end"
+            if cycle_end or time.monotonic() - self._last_drain >= self.drain_interval_seconds:
+                self._drain(cycle_end)
         super().run_event(event, state, logger)
 
     def close(self, state: Any, logger: Any) -> None:
@@ -281,7 +332,7 @@ class SystemProfiler(Callback):
         sampler = self.sampler
         if sampler is not None:
             sampler.stop()
-            self._drain()
+            self._drain(cycle_end=True)
             self.sampler = None
 
     def _note_cuda_device(self) -> None:
@@ -307,8 +358,9 @@ class SystemProfiler(Callback):
                 except Exception:  # noqa: BLE001 - keep the fallback alive
                     log.exception("sysprof SystemProfiler: drain failed")
 
-    def _drain(self) -> None:
-        """Drain the sampler and emit the rows sampled while recording (thread-safe)."""
+    def _drain(self, cycle_end: bool = False) -> None:
+        """Drain the sampler and emit the rows sampled while recording (thread-safe); ``cycle_end``: a handler is
+        about to save the cycle (or the run ends), so the changes-only streams close it."""
         with self._lock:
             self._last_drain = time.monotonic()
             sampler = self.sampler
@@ -325,6 +377,8 @@ class SystemProfiler(Callback):
                 self._log.prune(int(ts[-1]))
             if self.profile_memory and self._log.recording and self._log.recording[-1]:
                 self._emit_cuda_memory()
+            if cycle_end and self._streams:
+                self._finish_streams()
 
     def _handlers(self) -> list:
         return list(self._state.profiler.trace_handlers)
@@ -340,11 +394,28 @@ class SystemProfiler(Callback):
                 bulk = getattr(h, "process_counter_rows", None)
                 if bulk is not None:
                     bulk(rows)
-                else:  # e.g. Composer's handlers: one call per event
+                elif self.changes_only:  # e.g. Composer's handlers: one call per event that says something new
+                    stream = self._streams.get(id(h))
+                    if stream is None or stream.series is not rows.series:
+                        stream = self._streams[id(h)] = _ChangedEvents(rows.series)
+                    stream.send(h, rows)
+                else:
                     send_counter_rows(h, rows)
             except Exception as e:  # noqa: BLE001 - the rest of this batch is skipped for this handler only
                 report_handler_error(h, e, "process_counter_event")
         self._counts["rows_recorded"] += len(rows)
+
+    def _finish_streams(self) -> None:
+        handlers = {id(h): h for h in self._handlers()}
+        for key, stream in list(self._streams.items()):
+            h = handlers.get(key)
+            if h is None:
+                del self._streams[key]
+                continue
+            try:
+                stream.finish(h)
+            except Exception as e:  # noqa: BLE001
+                report_handler_error(h, e, "process_counter_event")
 
     def _emit_cuda_memory(self) -> None:
         torch = sys.modules.get("torch")

@@ -249,6 +249,11 @@ class Sampler:
             delays that read to the next row, it never skips it); the first row after ``start()`` and the
             row at ``stop()`` read every source, and so does ``sample()``. Its rates and percents span the
             time between its own reads. ``stats["reads"]`` counts the thread's reads of each source.
+        devices: which disks and network interfaces are sampled: globs over their names, ``!GLOB`` to leave
+            some out, ``disk/GLOB`` / ``net/GLOB`` for one source (``["disk/nvme*", "!net/docker*"]``). None:
+            all but loop devices, RAM disks, zram and ``lo``, which a glob matching them brings back (``["*"]``:
+            every device). The rule is :mod:`sysprof.sampling.devices`'; ``self.device_filter`` holds it. (The
+            ``devices`` attribute lists the GPUs found.)
         **sources: one boolean keyword per source and per source option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
             the README):
@@ -261,7 +266,8 @@ class Sampler:
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
             unavailable, a pid without a source that follows it, or a custom proc_root with psutil; for
             ``intervals``: a name that is not a registered source (the message lists them), a source not
-            switched on, or a value below ``interval`` or above 1 day.
+            switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of non-empty
+            glob strings (or has ``disk/`` or ``net/`` with no glob after it).
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
@@ -276,7 +282,10 @@ class Sampler:
 
     def __init__(self, interval: float = 0.001, *, capacity: Optional[int] = None, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
-                 intervals: Optional[Mapping[str, float]] = None, **sources: bool) -> None:
+                 intervals: Optional[Mapping[str, float]] = None, devices: Optional[List[str]] = None,
+                 **sources: bool) -> None:
+        from .devices import DeviceFilter
+
         for key in sources:
             if key not in SOURCE_KEYWORDS:
                 raise TypeError(f"{type(self).__qualname__}.__init__() got an unexpected keyword argument {key!r}")
@@ -296,6 +305,7 @@ class Sampler:
             if not isinstance(root, str) or not root or "\0" in root:
                 raise ValueError(f"{name} must be a non-empty path without NUL bytes, got {root!r}")
         periods = _periods(float(interval), intervals, flags)
+        self.device_filter = DeviceFilter(devices)
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
         if pid is not None and not any(flags[n] for n in followers):
             raise ValueError(f"pid is only read by {_or_list([n + '=True' for n in followers])}; "
@@ -318,6 +328,7 @@ class Sampler:
         if self.backend == "native":
             on = [n for n in SOURCES if flags[n]]  # registry order is row order
             options = [o for o, src in _OPTION_OF.items() if flags[o] and flags[src]]
+            options += self.device_filter.native_options()
             interval_ns = max(1, int(round(self.interval * 1e9)))
             try:
                 self._impl = _native.NativeSampler(
@@ -334,7 +345,8 @@ class Sampler:
                                  f"live system), which is unavailable here: {why or 'backend=psutil was asked'}")
             from .portable.host import PsutilSampler
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
-                                       sys_root=sys_root, periods=periods, max_ring_bytes=max_ring_bytes, **flags)
+                                       sys_root=sys_root, periods=periods, max_ring_bytes=max_ring_bytes,
+                                       device_filter=self.device_filter, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
         self.capacity: int = int(getattr(self._impl, "capacity", capacity))  # rows of the ring
 

@@ -212,14 +212,72 @@ class TrackLayout:
         return CounterRows(self.series, times_ns, self.project(values), timestamps, units=self.units)
 
 
+class Changes:
+    """The changes-only rule, one state per trace file and track layout (every changes-only renderer uses it).
+
+    :meth:`mask` says which tracks of which rows are written: a track's event is written at a row when one of its
+    values differs from the row before (NaN equal to NaN), and at the first row after construction or
+    :meth:`reset` (every track: a file starts with every value). :meth:`args` applies the NaN rule to an event
+    that is written: NaN and +/-inf keys are left out; an event with no key left is written as ``"args": {}``
+    only when the track had values before (the old values end there), else not at all (None).
+    :meth:`finish_tracks` names the tracks not written at the last row seen, for the closing row that repeats
+    it (so the last values hold to the end of the file)."""
+
+    def __init__(self, bounds: Sequence[tuple]) -> None:
+        import numpy as np
+
+        self._starts = np.asarray([lo for lo, _ in bounds], dtype=np.intp)
+        self.n_tracks = len(bounds)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous row: the next row writes every track (a new file)."""
+        self.prev = None  # the last row seen (projected values)
+        self.known = [False] * self.n_tracks  # per track: whether its last event had a value
+        self.written_last = None  # per track: whether the last row seen was written
+
+    def mask(self, values):
+        """bool array (rows x tracks) of the events to write for ``values`` (rows x projected columns)."""
+        import numpy as np
+
+        n = len(values)
+        if n == 0 or self.n_tracks == 0:
+            return np.zeros((n, self.n_tracks), dtype=bool)
+        prev = np.empty_like(values)
+        prev[1:] = values[:-1]
+        if self.prev is not None:
+            prev[0] = self.prev
+        differs = (values != prev) & ~(np.isnan(values) & np.isnan(prev))
+        if self.prev is None:
+            differs[0] = True
+        out = np.logical_or.reduceat(differs, self._starts, axis=1)
+        self.prev = values[-1].copy()
+        self.written_last = out[-1].tolist()
+        return out
+
+    def args(self, g: int, keys, values):
+        """The args of track ``g``'s event (the NaN rule above); None: write no event."""
+        args = counter_args(keys, values)
+        if not args and not self.known[g]:
+            return None  # still unknown: nothing to say
+        self.known[g] = bool(args)
+        return args
+
+    def finish_tracks(self) -> list:
+        """Indices of the tracks not written at the last row seen (none before the first row)."""
+        if self.prev is None or self.written_last is None:
+            return []
+        return [g for g, done in enumerate(self.written_last) if not done]
+
+
 class EventRenderer:
     """Sampler batches -> counter event dicts: one event per track and row.
 
     With ``changes_only`` (the default) a track's event is written only for rows where one of its values differs
-    from the row before (NaN equal to NaN), plus the first row; :meth:`finish` writes every track's last row.
-    Chrome and Perfetto draw a counter as a step function that holds its value until the next event, so nothing
-    is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first event. ``report`` weighs
-    each value by how long it held.
+    from the row before (NaN equal to NaN), plus the first row; :meth:`finish` writes every track's last row
+    (:class:`Changes`). Chrome and Perfetto draw a counter as a step function that holds its value until the next
+    event, so nothing is lost, and idle devices (loop disks, a quiet NIC) cost nothing after their first event.
+    ``report`` weighs each value by how long it held.
 
     NaN and +/-inf values are left out of an event (:func:`~sysprof.trace.chrome.counter_args`); a row with no
     value left writes nothing, except ``"args": {}`` when the track had values before: the old values end there.
@@ -237,10 +295,8 @@ class EventRenderer:
         self._tracks = [(t.name, pid if t.pid is None else t.pid, tid, None if t.category is None else t.category,
                          np.arange(lo, hi, dtype=np.intp), t.keys)
                         for t, (_, _, _, lo, hi) in zip(layout.tracks, layout.series)]
-        self._known = [False] * len(self._tracks)  # per track: whether its last event had a value
-        self._prev = None          # the last row seen (projected values), to compare the next batch's first row with
+        self._changes = Changes([(lo, hi) for _, _, _, lo, hi in layout.series])
         self._last_ts_ns = None
-        self._emitted_last = None  # per track: whether the last row seen was written for it
 
     def ts(self, t_ns: int):
         return round(t_ns / 1000.0, 3) if self.float_ts else t_ns // 1000
@@ -257,56 +313,30 @@ class EventRenderer:
         ts_ns = batch.timestamps_ns.tolist()
         ts = [self.ts(t) for t in ts_ns]
         values = self.layout.project(batch.values)
-        if self.changes_only:
-            prev = np.empty_like(values)
-            prev[1:] = values[:-1]
-            if self._prev is not None:
-                prev[0] = self._prev
-            nan = np.isnan(values)
-            differs = (values != prev) & ~(nan & np.isnan(prev))
-            if self._prev is None:
-                differs[0] = True
-        rows_by_track = []
-        emitted_last = []
-        for g, (name, pid, tid, cat, idx, keys) in enumerate(self._tracks):
-            if self.changes_only:
-                mask = differs[:, idx].any(axis=1)
-                rows = np.flatnonzero(mask).tolist()
-                emitted_last.append(bool(mask[-1]))
-            else:
-                rows = range(n)
-                emitted_last.append(True)
-            if len(rows):
-                rows_by_track.append((g, name, pid, tid, cat, keys, rows, values[rows][:, idx].tolist()))
-        self._prev = values[-1].copy()
+        mask = self._changes.mask(values) if self.changes_only else None
         self._last_ts_ns = ts_ns[-1]
-        self._emitted_last = emitted_last
+        rule = self._changes.args
         out = []
-        for g, name, pid, tid, cat, keys, rows, vals in rows_by_track:
-            for r, v in zip(rows, vals):
-                args = self._args(g, keys, v)
-                if args is not None:
-                    out.append((r, counter_event(name, ts[r], pid, tid, args, cat)))
+        for g, (name, pid, tid, cat, idx, keys) in enumerate(self._tracks):
+            rows = np.flatnonzero(mask[:, g]).tolist() if mask is not None else range(n)
+            if len(rows):
+                for r, v in zip(rows, values[rows][:, idx].tolist()):
+                    args = rule(g, keys, v)
+                    if args is not None:
+                        out.append((r, counter_event(name, ts[r], pid, tid, args, cat)))
         out.sort(key=lambda e: e[0])  # stable: time order, tracks in channel order within a row
         return [e for _, e in out]
 
-    def _args(self, g, keys, values):
-        """The args of track ``g``'s event for one row, NaN and +/-inf left out; None: write no event."""
-        args = counter_args(keys, values)
-        if not args and not self._known[g]:
-            return None  # still unknown: nothing to say
-        self._known[g] = bool(args)
-        return args
-
     def finish(self) -> list:
         """Events that repeat the last row for every track not written at that row (the trace's end)."""
-        if self._prev is None or not self.changes_only:
+        if not self.changes_only or self._changes.prev is None:
             return []
         t = self.ts(self._last_ts_ns)
-        last = self._prev.tolist()
+        last = self._changes.prev.tolist()
         out = []
-        for g, ((name, pid, tid, cat, idx, keys), done) in enumerate(zip(self._tracks, self._emitted_last)):
-            args = None if done else self._args(g, keys, [last[i] for i in idx.tolist()])
+        for g in self._changes.finish_tracks():
+            name, pid, tid, cat, idx, keys = self._tracks[g]
+            args = self._changes.args(g, keys, [last[i] for i in idx.tolist()])
             if args is not None:
                 out.append(counter_event(name, t, pid, tid, args, cat))
         return out
@@ -339,27 +369,44 @@ class RowTemplate:
     """JSON text of whole rows of :class:`~sysprof.profiler.trace_handler.CounterRows` ``series`` in Composer's
     layout (``cat`` = categories joined with ``,``; ``pid``, ``tid`` given), the text
     :func:`~sysprof.trace.chrome.encode_event` gives each event: rows whose values are all finite are filled
-    into one ``%``-template per row (the fast path); the others are encoded event by event, non-finite keys left
-    out and events with no key left not written."""
+    into ``%``-templates (the fast path: one per row, or one per written track); the others are encoded event by
+    event, non-finite keys left out.
 
-    __slots__ = ("series", "n_events", "_text", "_pid", "_tid", "_cats")
+    Every row (``changes_only=False``): an event with no key left is not written. Changes only: the tracks
+    :class:`Changes` selects (``self.changes``; the caller resets it at each new file), with its NaN rule
+    (``"args": {}`` where a track's values end), and :meth:`finish` repeats the last row's other tracks."""
 
-    def __init__(self, series: list, pid: Any, tid: Any) -> None:
+    __slots__ = ("series", "n_events", "changes", "_text", "_parts", "_pid", "_tid", "_cats", "_last_us")
+
+    def __init__(self, series: list, pid: Any, tid: Any, changes_only: bool = False) -> None:
         self.series = series
         self.n_events = len(series)
         self._pid, self._tid = pid, tid
         self._cats = [",".join(cats) for _, cats, _, _, _ in series]
-        parts = []
+        self._parts = []
         for (name, _, keys, _, _), cat in zip(series, self._cats):
-            parts.append(encode_event(counter_event(name, _TS_SENTINEL, pid, tid, {k: _VALUE_SENTINEL for k in keys},
-                                                    cat)))
-        text = ",\n".join(parts).replace("%", "%%")
-        self._text = text.replace(json.dumps(_VALUE_SENTINEL), "%r").replace(json.dumps(_TS_SENTINEL), "\x00")
+            text = encode_event(counter_event(name, _TS_SENTINEL, pid, tid, {k: _VALUE_SENTINEL for k in keys}, cat))
+            text = text.replace("%", "%%").replace(json.dumps(_VALUE_SENTINEL), "%r")
+            self._parts.append(text.replace(json.dumps(_TS_SENTINEL), "\x00"))
+        self._text = ",\n".join(self._parts)
+        self.changes = Changes([(lo, hi) for _, _, _, lo, hi in series]) if changes_only else None
+        self._last_us = None
+
+    def _encode(self, g: int, t_us: int, row: list):
+        """The text of track ``g``'s event at ``t_us`` from a row with a non-finite value; None: no event."""
+        name, _, keys, lo, hi = self.series[g]
+        values = row[lo:hi]
+        args = counter_args(keys, values) if self.changes is None else self.changes.args(g, keys, values)
+        if args is None or (not args and self.changes is None):
+            return None
+        return encode_event(counter_event(name, t_us, self._pid, self._tid, args, self._cats[g]))
 
     def render(self, times_ns, values) -> list:
         """``(text, events)`` per row with at least one event: its events' text, ``,\\n``-joined, and their count."""
         import numpy as np
 
+        if self.changes is not None:
+            return self._render_changes(times_ns, values)
         template, n = self._text, self.n_events
         finite = np.isfinite(values).all(axis=1).tolist()
         out = []
@@ -368,9 +415,49 @@ class RowTemplate:
             if ok:
                 append((template.replace("\x00", str(t_us)) % tuple(row), n))
             else:
-                parts = [encode_event(counter_event(name, t_us, self._pid, self._tid, args, cat))
-                         for (name, _, keys, lo, hi), cat in zip(self.series, self._cats)
-                         for args in (counter_args(keys, row[lo:hi]),) if args]
+                parts = [text for g in range(n) for text in (self._encode(g, t_us, row),) if text is not None]
                 if parts:
                     append((",\n".join(parts), len(parts)))
         return out
+
+    def _render_changes(self, times_ns, values) -> list:
+        import numpy as np
+
+        if len(values) == 0:
+            return []
+        mask = self.changes.mask(values)
+        finite = np.isfinite(values).all(axis=1).tolist()
+        full = mask.all(axis=1).tolist()
+        template, n, parts, series, known = self._text, self.n_events, self._parts, self.series, self.changes.known
+        t_all = (times_ns // 1000).tolist()
+        self._last_us = t_all[-1]
+        out = []
+        append = out.append
+        for r in np.flatnonzero(mask.any(axis=1)).tolist():
+            row, t_us = values[r].tolist(), t_all[r]
+            if finite[r]:
+                if full[r]:
+                    known[:] = [True] * n
+                    append((template.replace("\x00", str(t_us)) % tuple(row), n))
+                    continue
+                texts = []
+                for g in np.flatnonzero(mask[r]).tolist():
+                    known[g] = True
+                    lo, hi = series[g][3], series[g][4]
+                    texts.append(parts[g].replace("\x00", str(t_us)) % tuple(row[lo:hi]))
+            else:
+                texts = [text for g in np.flatnonzero(mask[r]).tolist()
+                         for text in (self._encode(g, t_us, row),) if text is not None]
+            if texts:
+                append((",\n".join(texts), len(texts)))
+        return out
+
+    def finish(self) -> list:
+        """Changes only: ``(text, events)`` repeating the last row rendered for every track not written at it (the
+        end of a file: the last values hold to there); [] when there is nothing to repeat."""
+        if self.changes is None or self.changes.prev is None:
+            return []
+        row, t_us = self.changes.prev.tolist(), self._last_us
+        texts = [text for g in self.changes.finish_tracks() for text in (self._encode(g, t_us, row),)
+                 if text is not None]
+        return [(",\n".join(texts), len(texts))] if texts else []

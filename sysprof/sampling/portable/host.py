@@ -68,17 +68,23 @@ class PsutilSampler:
     """Implements the interface sysprof.Sampler expects of a backend (see sampler.py)."""
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
-                 periods: Optional[Dict[str, int]] = None, max_ring_bytes: int = 0, **flags: bool) -> None:
+                 periods: Optional[Dict[str, int]] = None, max_ring_bytes: int = 0, device_filter=None,
+                 **flags: bool) -> None:
         """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off.
         periods: deadlines between two reads of a source (``sampler._periods``), absent = 1.
         max_ring_bytes: non-zero: fewer rows than ``capacity`` where those would hold more bytes (at least 2),
-        the native ring's rule (csrc/engine/sampler.hpp, ring_rows)."""
+        the native ring's rule (csrc/engine/sampler.hpp, ring_rows).
+        device_filter: the disks and NICs sampled (``sampling.devices.DeviceFilter``; None: its default)."""
 
         known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
         for key in flags:
             if key not in known:
                 raise TypeError(f"PsutilSampler() got an unexpected keyword argument {key!r}")
         self.interval = interval
+        if device_filter is None:
+            from ..devices import DeviceFilter
+            device_filter = DeviceFilter()
+        self._device_filter = device_filter
         self.errors: Dict[str, str] = {}
         for name, spec in SOURCES.items():
             if flags.get(name) and not spec.portable:  # e.g. PSI, cgroup files, vmstat: native readers only
@@ -178,14 +184,16 @@ class PsutilSampler:
     def _disk(self, sys_root: str):
         block = os.path.join(sys_root, "block")
         # Whole disks only, as the native source: names listed in /sys/block (where there is one).
-        keep = ((lambda d: os.path.exists(os.path.join(block, d.replace("/", "!"))))
-                if os.path.isdir(block) else (lambda d: True))
+        keeps = self._device_filter.keeps
+        whole = ((lambda d: os.path.exists(os.path.join(block, d.replace("/", "!"))))
+                 if os.path.isdir(block) else (lambda d: True))
+        keep = (lambda d: keeps("disk", d) and whole(d))
         return self._devices("disk", lambda: psutil.disk_io_counters(perdisk=True, nowrap=False),
                              keep, DISK_FIELDS, DISK_RATES)
 
     def _net(self):
         return self._devices("net", lambda: psutil.net_io_counters(pernic=True, nowrap=False),
-                             lambda n: True, NET_FIELDS, NET_RATES)
+                             lambda n: self._device_filter.keeps("net", n), NET_FIELDS, NET_RATES)
 
     @staticmethod
     def _devices(kind: str, read_all, keep, fields, rates):
