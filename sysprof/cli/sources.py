@@ -101,11 +101,11 @@ def _sources_from_args(args, have_target: bool, pid_given: bool = False):
     if args.all:
         chosen = {n: True for n in names if n not in numbers}
         chosen.update({n: have_target for n in target_sources()})
-    # a number option (--process-tree-slots N) shapes its source, it does not switch it on
-    chosen.update({n: getattr(args, n, None) for n in numbers})
     elif not any(chosen.values()):
         chosen.update({n: True for n in registry.DEFAULT_SOURCES})
         chosen.update({n: pid_given for n in pid_default_sources()})  # following a --pid: its numbers are the point
+    # a number option (--process-tree-slots N) shapes its source, it does not switch it on
+    chosen.update({n: getattr(args, n, None) for n in numbers})
     for name, spec in SOURCES.items():
         if any(chosen[opt.name] for opt in spec.options if opt.is_switch):
             chosen[name] = True  # a switch implies its source

@@ -318,7 +318,7 @@ SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
                _process("process", "the process", tree=False), follows_pid=True, needs_target=True,
                pid_default=True),
     SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed "
-               "and per member", "/proc/<pid>/task/<tid>/children, /proc/<pid>/stat, /proc/<pid>/smaps_rollup",
+               "and per member", "/proc/<pid>/{stat,smaps_rollup,task/<tid>/children}",
                _process("process_tree", "the members", tree=True), follows_pid=True, needs_target=True,
                options=(TREE_SLOTS,)),
     SourceSpec("pressure", "pressure stall information", "/proc/pressure/{cpu,memory,io}", _pressure(),
