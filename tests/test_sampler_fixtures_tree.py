@@ -228,3 +228,74 @@ def test_pss_sums_saturate(tmp_path):
     exact("pss_bytes", row["process_tree/pss_bytes"], 40 * KB + float(2**64 - 1) + 4 * KB)  # members in slot order
     exact("uss_bytes", row["process_tree/uss_bytes"], 40 * KB + 4 * KB + float(2**63 - 1))
     exact("1/pss_bytes", row["process_tree/1/pss_bytes"], float(2**64 - 1))
+
+
+def test_record_writes_the_members_into_the_stop_event(tmp_path):
+    import json
+    import sys
+
+    from cli_support import event, run_cli, series
+    from test_cli_record import SPAWN_TWO_BUSY
+
+    trace = tmp_path / "tree.json"
+    proc = run_cli("record", "-q", "-o", trace, "--interval", "10ms", "--process-tree", "--process-tree-slots", "3",
+                   "--", sys.executable, "-c", SPAWN_TWO_BUSY)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())
+    root = event(events, "sysprof start")["args"]["pid"]
+    members = event(events, "sysprof stop")["args"]["process_tree_members"]
+    assert members[0]["slot"] == 0 and members[0]["pid"] == root
+    kids = {m["pid"] for m in members if m["slot"] in (1, 2)}
+    assert len(kids) == 2 and all(m["end_ns"] is not None for m in members if m["pid"] in kids), members
+    s = series(events)
+    assert {v for _, v in s["process_tree/0/pid"] if v is not None} == {float(root)}
+    seen = {v for k in (1, 2) for _, v in s[f"process_tree/{k}/pid"] if v is not None}
+    assert seen == {float(p) for p in kids}, (seen, kids)  # the trace names the same pids
+
+
+def _sample_as(uid, pid):
+    """In a forked child running as uid: both backends' first row and process_tree error, following pid."""
+    out = {}
+    for backend in ("native", "psutil"):
+        s = sysprof.Sampler(backend=backend, capacity=64, cpu=False, memory=False, disk=False, net=False,
+                            process_tree=True, process_tree_slots=1, pid=pid)
+        row = s.sample()
+        out[backend] = {"error": s.errors.get("process_tree", ""),
+                        "row": {k: (None if math.isnan(v) else v) for k, v in row.items()}}
+    return out
+
+
+@needs_rollup
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to sample as another user")
+def test_another_users_smaps_rollup_reads_nan_with_one_error():
+    import json
+    import subprocess
+
+    if not sysprof.native_available()[0]:
+        pytest.skip("native backend unavailable")
+    pytest.importorskip("psutil")  # imported here: the child may not read the interpreter's files
+    from sysprof.sampling.portable import host  # noqa: F401
+    target = subprocess.Popen(["sleep", "60"])  # root's: its smaps_rollup refuses another user (EACCES)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # no exec: the interpreter and sysprof are already loaded
+        try:
+            os.close(r)
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(w, json.dumps(_sample_as(65534, target.pid)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        data = f.read()
+    os.waitpid(child, 0)
+    target.kill()
+    target.wait()
+    got = json.loads(data)
+    for backend, res in got.items():
+        row = res["row"]
+        assert row["process_tree/0/pid"] == target.pid, backend
+        assert row["process_tree/0/pss_bytes"] is None and row["process_tree/pss_bytes"] is None, (backend, row)
+        assert row["process_tree/0/rss_bytes"] > 0 and row["process_tree/num_processes"] == 1, (backend, row)
+        assert "smaps_rollup" in res["error"] or "memory_full_info" in res["error"], (backend, res["error"])

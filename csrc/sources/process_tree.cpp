@@ -15,11 +15,10 @@
 // without a slot are summed into the totals and counted in num_unslotted. Who held which slot when, with its
 // comm, is process_tree_members.hpp's log (devices()).
 //
-// Proportional memory: each member's /proc/<pid>/smaps_rollup (Linux 4.14+) stays open like its stat file and
-// is re-read every kSmapsNs (the kernel walks the member's page tables: benchmarks/bench_smaps.py), staggered
-// over members, and at once for a new member; between reads its Pss and USS hold. Unreadable (another user's
-// process: EACCES; no file before 4.14): that member's pss_bytes/uss_bytes, and the totals, read NaN, with one
-// errors entry.
+// Proportional memory: each member's /proc/<pid>/smaps_rollup (Linux 4.14+), re-read every 100 ms on a helper
+// thread (process_tree_smaps.hpp: the kernel walks the member's page tables, milliseconds for a large one);
+// between reads its Pss and USS hold. Unreadable (another user's process: EACCES; no file before 4.14): that
+// member's pss_bytes/uss_bytes, and the totals, read NaN, with one errors entry.
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -32,8 +31,8 @@
 
 #include "io/proc_file.hpp"
 #include "parse/pid_stat.hpp"
-#include "parse/smaps_rollup.hpp"
 #include "sources/process_tree_members.hpp"
+#include "sources/process_tree_smaps.hpp"
 #include "sources/registry.hpp"
 #include "sources/source.hpp"
 
@@ -59,7 +58,6 @@ class ProcessTreeSource final : public Source {
   static constexpr size_t kMaxMembers = 256;
   static constexpr int64_t kDiscoverNs = 100000000;  // 100 ms from one discovery's start to the next
   static constexpr int64_t kDefaultSlots = 8, kMaxSlots = 64;
-  static constexpr int64_t kSmapsNs = 100000000;  // each member's smaps_rollup: every 100 ms
 
   ProcessTreeSource() = default;
   ~ProcessTreeSource() override {
@@ -70,6 +68,7 @@ class ProcessTreeSource final : public Source {
   const char* name() const override { return "process_tree"; }
 
   bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
+    threaded_smaps_ = true;  // the sampling thread's source; sample()'s (a clone) reads inline
     if (!setup(cfg, err)) return false;
     for (auto c : kTotals) channels.push_back(std::string("process_tree/") + c);
     for (size_t k = 0; k < nslots_; ++k)
@@ -91,12 +90,11 @@ class ProcessTreeSource final : public Source {
   struct Member {
     int64_t pid = 0;
     int slot = -1;  // -1: summed into the totals only
-    bool active = false, seen = false, use_clock = false, primed = false, smaps_open = false, smaps_due = false;
+    bool active = false, seen = false, use_clock = false, primed = false;
     clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
     uint64_t last_cpu_ns = 0;
-    double pss = kNaN, uss = kNaN;  // bytes, from the last smaps_rollup read
-    std::string comm;               // from the stat file, at discovery
-    ProcFile file, smaps;
+    std::string comm;  // from the stat file, at discovery
+    ProcFile file;
   };
   enum class SlotState : uint8_t { kFree, kBusy, kVacated };
   struct Slot {
@@ -113,7 +111,7 @@ class ProcessTreeSource final : public Source {
     nslots_ = size_t(option_int(cfg, "process_tree_slots", kDefaultSlots, 0, kMaxSlots));
     width_ = kNumTotals + nslots_ * kSlotWidth;
     slots_.reset(new Slot[nslots_ ? nslots_ : 1]);
-    smaps_period_ = uint64_t(std::max<int64_t>(1, (kSmapsNs + cfg.interval_ns / 2) / std::max<int64_t>(1, cfg.interval_ns)));
+    smaps_.reset(new SmapsReader(proc_root_, threaded_smaps_));
     // Discovery reads cost ~25 us each (open, read, close): about a tenth of the interval per tick,
     // at least 8 (~0.2 ms at 1 kHz).
     files_per_tick_ = size_t(std::min<int64_t>(1024, std::max<int64_t>(8, cfg.interval_ns / 250000)));
@@ -247,7 +245,7 @@ class ProcessTreeSource final : public Source {
         while (free_member < kMaxMembers && members_[free_member].active) ++free_member;
         if (free_member == kMaxMembers) break;  // cannot happen: found_ is capped at kMaxMembers
         m = &members_[free_member];
-        if (!join_member(*m, pid, err)) continue;  // exited meanwhile
+        if (!join_member(*m, free_member, pid, err)) continue;  // exited meanwhile
         fresh = true;
       }
       if (m->slot < 0 && take_slot(*m)) {
@@ -268,7 +266,7 @@ class ProcessTreeSource final : public Source {
     return nullptr;
   }
 
-  bool join_member(Member& m, int64_t pid, std::string& err) {
+  bool join_member(Member& m, size_t k, int64_t pid, std::string& err) {
     std::string why;
     if (!m.file.open(pid_path(pid, "stat"), why, true)) return false;
     m.pid = pid;
@@ -277,12 +275,7 @@ class ProcessTreeSource final : public Source {
     m.slot = -1;
     m.comm.assign(stat_comm(m.file.data(), m.file.size()));
     m.use_clock = live_ && clock_getcpuclockid(pid_t(pid), &m.clock) == 0;
-    m.pss = m.uss = kNaN;
-    m.smaps_open = m.smaps_due = m.smaps.open(pid_path(pid, "smaps_rollup"), why, true);
-    if (!m.smaps_open && !smaps_warned_) {  // one entry per source: another user's process, or Linux < 4.14
-      smaps_warned_ = true;
-      err = why + ": pss_bytes and uss_bytes of pid " + std::to_string(pid) + " (and their totals) read NaN";
-    }
+    smaps_->watch(k, pid, err);  // one errors entry: another user's process, or Linux < 4.14
     return true;
   }
 
@@ -301,26 +294,11 @@ class ProcessTreeSource final : public Source {
   // The member exited or left the tree: its files close, its slot is vacated, its tenure ends.
   void leave(Member& m) {
     m.file.close();
-    m.smaps.close();
-    m.active = m.smaps_open = false;
+    m.active = false;
+    smaps_->watch(size_t(&m - members_.get()), 0, scratch_);
     if (m.slot >= 0) slots_[size_t(m.slot)].state = SlotState::kVacated;
     m.slot = -1;
     log_.end(m.pid);
-  }
-
-  // Re-reads the member's smaps_rollup when due (a new member at once; then every smaps_period_ reads of
-  // the source, staggered by member index k).
-  void read_smaps(Member& m, size_t k) {
-    if (!m.smaps_open || (!m.smaps_due && (smaps_tick_ + k) % smaps_period_ != 0)) return;
-    m.smaps_due = false;
-    SmapsRollup r;
-    if (!m.smaps.read(scratch_) || !parse_smaps_rollup(m.smaps.data(), m.smaps.size(), r, scratch_)) {
-      m.pss = m.uss = kNaN;
-      return;
-    }
-    m.pss = double(r.bytes[kSmPss]);
-    int64_t uss = r.uss();
-    m.uss = uss < 0 ? kNaN : double(uss);
   }
 
   // One read of every member. out == nullptr only advances the baselines.
@@ -357,15 +335,16 @@ class ProcessTreeSource final : public Source {
       if (m.primed && cpu_ns > m.last_cpu_ns) cpu_acc_ns_ = sat_add(cpu_acc_ns_, cpu_ns - m.last_cpu_ns);
       m.last_cpu_ns = cpu_ns;
       m.primed = true;
-      if (out) read_smaps(m, k);
+      double m_pss = kNaN, m_uss = kNaN;
+      if (out) smaps_->get(k, m.pid, m_pss, m_uss);
       ++n;
       bad_threads |= s.num_threads < 0;
       bad_rss |= s.rss < 0;
       if (s.num_threads > 0) threads = sat_add(threads, uint64_t(s.num_threads));
       if (s.rss > 0) rss_pages = sat_add(rss_pages, uint64_t(s.rss));
       total_ns = sat_add(total_ns, cpu_ns);
-      pss += m.pss;  // NaN (unknown) stays NaN
-      uss += m.uss;
+      pss += m_pss;  // NaN (unknown) stays NaN
+      uss += m_uss;
       if (m.pid == root_pid_) root_live = true;
       if (m.slot < 0) {
         ++unslotted;
@@ -376,8 +355,8 @@ class ProcessTreeSource final : public Source {
       }
       if (slot) {
         slot[1] = s.rss < 0 ? kNaN : double(s.rss) * page_bytes_;
-        slot[2] = m.pss;
-        slot[3] = m.uss;
+        slot[2] = m_pss;
+        slot[3] = m_uss;
         slot[5] = double(cpu_ns) / 1e9;
         slot[6] = count_or_nan(s.num_threads);
       }
@@ -391,7 +370,7 @@ class ProcessTreeSource final : public Source {
       if (out && sl.have) out[kNumTotals + k * kSlotWidth + 4] = cap_core_percent(r / 1e7, cpus_);
     }
     if (!out) return true;
-    ++smaps_tick_;
+    smaps_->touch(mono_ns);
     for (size_t k = 0; k < nslots_; ++k)  // their NaN row is out: free for the next discovery
       if (slots_[k].state == SlotState::kVacated) slots_[k].state = SlotState::kFree;
     if (!root_live) {  // the followed process has exited (or is exiting)
@@ -410,12 +389,12 @@ class ProcessTreeSource final : public Source {
   }
 
   std::string proc_root_;
-  bool live_ = false, scan_ = false, overflow_ = false, discovering_ = false, smaps_warned_ = false;
+  bool live_ = false, scan_ = false, overflow_ = false, discovering_ = false, threaded_smaps_ = false;
   int64_t root_pid_ = -1;
   std::unique_ptr<Member[]> members_;
   size_t nslots_ = 0;
   std::unique_ptr<Slot[]> slots_;
-  uint64_t smaps_period_ = 1, smaps_tick_ = 0;  // smaps_rollup every smaps_period_ reads of the source
+  std::unique_ptr<SmapsReader> smaps_;  // Pss and USS per member index
   MemberLog log_;
   int64_t next_discover_ns_ = 0;
   uint64_t cpu_acc_ns_ = 0;  // sum of the members' CPU-time deltas: monotonic

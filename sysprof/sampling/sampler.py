@@ -260,7 +260,8 @@ class Sampler:
             [2, 2**31] or too large for memory, an unknown backend, ``backend="native"`` where it is
             unavailable, a pid without a source that follows it, or a custom proc_root with psutil; for
             ``intervals``: a name that is not a registered source (the message lists them), a source not
-            switched on, or a value below ``interval`` or above 1 day.
+            switched on, or a value below ``interval`` or above 1 day; a number option outside its range
+            (``process_tree_slots``: 0-64).
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.

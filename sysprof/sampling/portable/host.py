@@ -102,6 +102,8 @@ class PsutilSampler:
         self._next_due = [0] * len(self._readers)
         self._reads: Dict[str, int] = {name: 0 for name, _, _ in self._readers}
         self._sync = self._open_readers()  # sample() keeps its own baselines
+        for tree in self._trees:  # as the GPU notes below: reported once both readers are open
+            tree.flush(lambda msg: self.errors.__setitem__("process_tree", msg))
         self._gpu_devices: List[Dict[str, object]] = []
         if self._gpu_state is not None:
             self._gpu_devices = list(self._gpu_state.devices)
@@ -251,7 +253,7 @@ class PsutilSampler:
 
     def _process_tree(self, pid: Optional[int], slots: int, interval_s: float):
         """The process and its descendants, summed and per member in slots: portable/tree.py."""
-        reader = TreeReader(pid, slots, interval_s, 100.0 * _cpus_of(None), self.errors)
+        reader = TreeReader(pid, slots, interval_s, 100.0 * _cpus_of(None))
         self._trees.append(reader)
         return reader.channels, reader.read
 

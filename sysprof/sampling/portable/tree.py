@@ -51,12 +51,14 @@ class _Member:
 class TreeReader:
     """One process_tree reader (the thread's, or sample()'s): ``channels``, ``read(t)`` and ``describe()``."""
 
-    def __init__(self, pid: Optional[int], slots: int, interval_s: float, cap: float,
-                 errors: Dict[str, str]) -> None:
+    def __init__(self, pid: Optional[int], slots: int, interval_s: float, cap: float) -> None:
         self.root = psutil.Process(pid)
         self.slots = slots
         self.cap = cap  # percent of one core: at most the online CPUs
-        self.errors = errors
+        # Problems go to report(message) once the backend has opened its readers (an errors entry during the
+        # opening would keep sample()'s reader from opening); until then they wait in _notes.
+        self.report = None
+        self._notes: List[str] = []
         self.channels: List[str] = list(_TOTALS) + [f"process_tree/{k}/{n}" for k in range(slots) for n in _PER_SLOT]
         self._period = max(1, int(math.floor(SMAPS_NS / max(interval_s * 1e9, 1.0) + 0.5)))
         self._tick = 0
@@ -69,6 +71,19 @@ class TreeReader:
         self._warned = False
         self._records: List[Dict[str, str]] = []
         self._dropped = 0
+
+    def _note(self, message: str) -> None:
+        if self.report is None:
+            self._notes.append(message)
+        else:
+            self.report(message)
+
+    def flush(self, report) -> None:
+        """From now on problems go to report(message); the last one noted so far goes there now."""
+        self.report = report
+        if self._notes:
+            report(self._notes[-1])
+            self._notes.clear()
 
     # -- the tenure log (MemberLog) ---------------------------------------------------------------------------
     def _begin(self, pid: int, slot: int, comm: str) -> None:
@@ -118,8 +133,8 @@ class TreeReader:
         except psutil.NoSuchProcess:
             kids = []
         if len(kids) >= MAX_MEMBERS:
-            self.errors["process_tree"] = (f"process tree of {self.root.pid} has more than {MAX_MEMBERS} processes; "
-                                           f"only the first {MAX_MEMBERS} are summed")
+            self._note(f"process tree of {self.root.pid} has more than {MAX_MEMBERS} processes; "
+                       f"only the first {MAX_MEMBERS} are summed")
         found = [self.root] + kids[:MAX_MEMBERS - 1]
         for pid in [p for p in self._members if p not in {q.pid for q in found}]:
             self._leave(pid)
@@ -148,8 +163,8 @@ class TreeReader:
             m.smaps_ok, m.pss, m.uss = False, NAN, NAN
             if not self._warned:
                 self._warned = True
-                self.errors["process_tree"] = (f"psutil: memory_full_info of pid {m.proc.pid}: {e}: pss_bytes and "
-                                               "uss_bytes (and their totals) read NaN")
+                self._note(f"psutil: memory_full_info of pid {m.proc.pid}: {e}: pss_bytes and uss_bytes (and their "
+                           "totals) read NaN")
         except psutil.NoSuchProcess:
             m.pss = m.uss = NAN
 
