@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from .. import forks
+from .members import is_tenure, tenures
 from .registry import SOURCES
 
 try:
@@ -362,7 +363,7 @@ class Sampler:
         out = []
         for d in getattr(self._impl, "devices", []):
             d = dict(d)
-            if "source" in d:  # a process_tree member (see members)
+            if is_tenure(d):  # a process_tree member (see members)
                 continue
             if "index" in d:
                 d["index"] = int(d["index"])
@@ -374,20 +375,9 @@ class Sampler:
         """Who held which ``process_tree`` slot when (``process_tree=True``), read live, oldest first: one dict
         per tenure with ``slot`` (int; -1: summed into the totals only), ``pid`` (int), ``comm`` (str, from
         /proc/<pid>/stat), ``start_ns`` and ``end_ns`` (wall-clock ns, as row timestamps; ``end_ns`` None while
-        the member lives). A member without a slot that is later given one ends its -1 tenure then. The
-        sampling thread's record: ``sample()`` reads with baselines of its own. At most 4096 tenures; past
-        that the oldest ended ones are dropped and a last dict ``{"dropped": n}`` counts them."""
-        out: List[Dict[str, object]] = []
-        for d in getattr(self._impl, "devices", []):
-            if d.get("source") != "process_tree":
-                continue
-            if "dropped" in d:
-                out.append({"dropped": int(d["dropped"])})
-                continue
-            end = d.get("end_ns")
-            out.append({"slot": int(d["slot"]), "pid": int(d["pid"]), "comm": str(d.get("comm", "")),
-                        "start_ns": int(d["start_ns"]), "end_ns": None if end is None else int(end)})
-        return out
+        the member lives); one given a slot later ends its -1 tenure then. The sampling thread's record (not
+        ``sample()``'s). Past 4096 tenures the oldest ended ones are dropped, counted in a last ``{"dropped": n}``."""
+        return tenures(getattr(self._impl, "devices", []))
 
     @property
     def running(self) -> bool:
