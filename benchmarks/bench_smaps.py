@@ -8,8 +8,9 @@ smaps_rollup makes the kernel walk every page table entry of the process (fs/pro
 as process_tree reads them: kept open, pread at offset 0, one read per call. Measured for a small process (a
 fresh `sleep`), for one holding --big-mib MiB of touched anonymous memory, and for this Python process; the
 table gives n, median, p99 and IQR per read, and the share of one core that reading each member every 100 ms
-(process_tree's kSmapsNs) takes. The default rate follows from it: at 100 ms a 1 GiB member costs ~0.1 % of one
-core, at 1 ms (the stat rate) it would cost ~10 %.
+(csrc/sources/process_tree_smaps.hpp kPeriodNs) takes. What follows from it: the reads cannot share the sampling
+thread (a 265 MiB member took ~26 ms here, 26 whole rows at 1 ms), so a helper thread makes them, every 100 ms
+for small trees, and 20 passes' time apart where a pass takes over 5 ms (at most 5 % of a core).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ if HERE not in sys.path:
 
 from bench_util import dist, fd, fmt, table  # noqa: E402
 
-SMAPS_PERIOD_S = 0.1  # csrc/sources/process_tree.cpp kSmapsNs
+SMAPS_PERIOD_S = 0.1  # csrc/sources/process_tree_smaps.hpp kPeriodNs
 _HOLD = ("import sys, signal\n"
          "b = bytearray({n})\n"
          "b[::4096] = b'\\x01' * len(range(0, {n}, 4096))  # every page resident\n"

@@ -3,7 +3,8 @@
 // A read makes the kernel walk the member's page tables: ~50 us for a small process, but ~1-30 ms for one of a
 // few hundred MiB (benchmarks/bench_smaps.py; a forked worker maps its parent's pages too), which would stall
 // every source's row at millisecond intervals. So the thread's source (threaded) hands the reads to a helper
-// thread of its own: every kPeriodNs it re-reads every watched member (a new one at once), and the sampling
+// thread of its own: every kPeriodNs it re-reads every watched member (a new one at once; where a pass takes
+// over kPeriodNs / kBudget, kBudget passes' time apart instead: at most 5 % of a core), and the sampling
 // thread only loads the latest values (two atomics per member, no lock, no syscall). sample()'s source
 // (inline, a clone) reads on the calling thread at each call, as sample() reads every file.
 //
@@ -11,6 +12,7 @@
 // check is at open: another user's process gives EACCES; Linux < 4.14 has no file): such a member reads NaN,
 // and the first such failure is returned as one message.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,7 +34,8 @@ namespace sysprof {
 class SmapsReader {
  public:
   static constexpr size_t kCells = 256;              // process_tree's kMaxMembers
-  static constexpr int64_t kPeriodNs = 100000000;    // every member's smaps_rollup every 100 ms
+  static constexpr int64_t kPeriodNs = 100000000;    // every member's smaps_rollup every 100 ms ...
+  static constexpr int kBudget = 20;                 // ... or 20 passes' time, where a pass takes over 5 ms
 
   SmapsReader(std::string proc_root, bool threaded) : root_(std::move(proc_root)), threaded_(threaded) {
     if (threaded_) worker_ = std::thread([this] { run(); });
@@ -119,10 +122,8 @@ class SmapsReader {
     auto next = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
-      bool full = std::chrono::steady_clock::now() >= next &&
-                  mono_now_ns() - last_use_ns_.load(std::memory_order_relaxed) < 2 * kPeriodNs;
-      if (std::chrono::steady_clock::now() >= next)
-        next = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kPeriodNs);
+      auto start = std::chrono::steady_clock::now();
+      bool full = start >= next && mono_now_ns() - last_use_ns_.load(std::memory_order_relaxed) < 2 * kPeriodNs;
       pending_ = false;
       lock.unlock();
       for (Cell& c : cells_) {
@@ -132,6 +133,11 @@ class SmapsReader {
         read_cell(c, pid, path, buf, err);
         if (c.want.load(std::memory_order_acquire) != pid) c.have.store(0, std::memory_order_release);  // moved on
       }
+      // The next full pass kPeriodNs after this one began, or kBudget passes' time later where passes are slow
+      // (large members): the helper thread stays under 1/kBudget of a core.
+      auto now = std::chrono::steady_clock::now();
+      if (full) next = start + std::max<std::chrono::nanoseconds>(std::chrono::nanoseconds(kPeriodNs), kBudget * (now - start));
+      else if (now >= next) next = now + std::chrono::nanoseconds(kPeriodNs);
       lock.lock();
       cv_.wait_until(lock, next, [this] { return stop_ || pending_; });
     }

@@ -201,9 +201,10 @@ def _tree_extra() -> list:
     rollup = "/proc/<pid>/smaps_rollup"
     uss = f"{rollup} Private_Clean + Private_Dirty"
     out = [_ch("process_tree/pss_bytes", "B", "gauge", "proportional set size of the members (shared pages divided "
-               "among the processes mapping them), summed; read every 100 ms", f"{rollup} Pss of each member"),
+               "among the processes mapping them), summed; read every 100 ms (less often for large trees)",
+               f"{rollup} Pss of each member"),
            _ch("process_tree/uss_bytes", "B", "gauge", "unique set size of the members (pages no other process maps), "
-               "summed; read every 100 ms", f"{uss} of each member"),
+               "summed; read with pss_bytes", f"{uss} of each member"),
            _ch("process_tree/num_unslotted", "", "gauge", "members without a slot (summed into the totals only)",
                "task/<tid>/children")]
     what = "the slot's member (NaN: no member)"
