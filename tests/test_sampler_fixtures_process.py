@@ -290,13 +290,19 @@ def test_threaded_path_on_fixture_tree(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # process_tree: a process and its descendants, from task/<tid>/children (or a /proc/*/stat scan)
 # --------------------------------------------------------------------------------------------------
-TREE_CHANNELS = (
+TREE_TOTALS = (
     "process_tree/num_processes",
     "process_tree/rss_bytes",
     "process_tree/cpu_percent",
     "process_tree/cpu_seconds_total",
     "process_tree/num_threads",
+    "process_tree/pss_bytes",
+    "process_tree/uss_bytes",
+    "process_tree/num_unslotted",
 )
+SLOT_FIELDS = ("pid", "rss_bytes", "pss_bytes", "uss_bytes", "cpu_percent", "cpu_seconds_total", "num_threads")
+# the totals, then 8 slots (process_tree_slots' default)
+TREE_CHANNELS = TREE_TOTALS + tuple(f"process_tree/{k}/{f}" for k in range(8) for f in SLOT_FIELDS)
 
 
 def _tree_v1_checks(s):
@@ -310,6 +316,20 @@ def _tree_v1_checks(s):
     exact("num_threads", row["process_tree/num_threads"], 14.0)
     exact("cpu_seconds_total", row["process_tree/cpu_seconds_total"], (150 + 220 + 330 + 440) / CLK_TCK)
     exact("cpu_percent", row["process_tree/cpu_percent"], 0.0)  # nothing moved since construction
+    # smaps_rollup: Pss 2000 + 3000 + 5000 + 9000 kB, Private_Clean + Private_Dirty 1000 + 2000 + 4000 + 8000 kB
+    exact("pss_bytes", row["process_tree/pss_bytes"], (2000 + 3000 + 5000 + 9000) * 1024.0)
+    exact("uss_bytes", row["process_tree/uss_bytes"], (1000 + 2000 + 4000 + 8000) * 1024.0)
+    # slot 0: the root; then the members in the order found (breadth first from children files; a /proc scan
+    # goes in directory order)
+    pids = [row[f"process_tree/{k}/pid"] for k in range(4)]
+    assert pids[0] == 100.0 and sorted(pids[1:]) == [101.0, 102.0, 103.0], pids
+    k = pids.index(103.0)
+    exact("k/rss_bytes", row[f"process_tree/{k}/rss_bytes"], 4000.0 * PAGE)
+    exact("k/pss_bytes", row[f"process_tree/{k}/pss_bytes"], 9000 * 1024.0)
+    exact("k/cpu_seconds_total", row[f"process_tree/{k}/cpu_seconds_total"], 440 / CLK_TCK)
+    exact("k/num_threads", row[f"process_tree/{k}/num_threads"], 5.0)
+    for c in TREE_CHANNELS[len(TREE_TOTALS) + 4 * len(SLOT_FIELDS):]:
+        nan(c, row[c])  # slots 4-7: no member
     return window
 
 

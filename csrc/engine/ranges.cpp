@@ -34,8 +34,8 @@ Range classify_channel(std::string_view name) {
   for (std::string_view unit : {"_bytes", "_count", "_total", "_seconds", "_per_second", "_watts", "_joules", "_hz"})
     if (ends_with(field, unit)) return Range::kNonNegative;
   // net/<nic>/{bytes,packets}_{recv,sent}, {errors,drops}_{in,out}; load averages and task counts;
-  // num_threads, num_processes
-  if (source == "net" || source == "load" || starts_with(field, "num_")) return Range::kNonNegative;
+  // num_threads, num_processes, num_unslotted; a process_tree slot's pid
+  if (source == "net" || source == "load" || starts_with(field, "num_") || field == "pid") return Range::kNonNegative;
   return Range::kFinite;
 }
 

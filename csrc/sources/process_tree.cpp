@@ -1,4 +1,5 @@
-// process_tree: a process and all its descendants (e.g. PyTorch DataLoader workers), summed.
+// process_tree: a process and all its descendants (e.g. PyTorch DataLoader workers), summed, and per member
+// in stable slots.
 //
 // Members are found from the followed process down through /proc/<pid>/task/<tid>/children
 // (CONFIG_PROC_CHILDREN; without it, by scanning /proc/*/stat for parent pids), at most every
@@ -6,6 +7,18 @@
 // ticks (opened on discovery, closed once it exits or leaves the tree), so a tick without discovery
 // is one pread per member and no allocation. CPU time is summed as per-member deltas into a
 // monotonic total, so a member that exits (or leaves) takes nothing away from the rate.
+//
+// Slots (option process_tree_slots=N, default kDefaultSlots): slot 0 is the root; a member found by a
+// discovery takes the lowest free slot and keeps it while it lives. A member that exits (or leaves the tree)
+// frees its slot: the slot reads NaN from the next row on, and is handed to a member without one (breadth
+// first) at the next discovery after that row, so every change of hands shows at least one NaN row. Members
+// without a slot are summed into the totals and counted in num_unslotted. Who held which slot when, with its
+// comm, is process_tree_members.hpp's log (devices()).
+//
+// Proportional memory: each member's /proc/<pid>/smaps_rollup (Linux 4.14+), re-read every 100 ms on a helper
+// thread (process_tree_smaps.hpp: the kernel walks the member's page tables, milliseconds for a large one);
+// between reads its Pss and USS hold. Unreadable (another user's process: EACCES; no file before 4.14): that
+// member's pss_bytes/uss_bytes, and the totals, read NaN, with one errors entry.
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -18,15 +31,20 @@
 
 #include "io/proc_file.hpp"
 #include "parse/pid_stat.hpp"
+#include "sources/process_tree_members.hpp"
+#include "sources/process_tree_smaps.hpp"
 #include "sources/registry.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
 namespace {
 
-constexpr const char* kChannels[] = {"process_tree/num_processes", "process_tree/rss_bytes",
-                                     "process_tree/cpu_percent", "process_tree/cpu_seconds_total",
-                                     "process_tree/num_threads"};
+// Row layout: the totals, then kPerSlot channels per slot (process_tree/<slot>/<name>).
+constexpr const char* kTotals[] = {"num_processes", "rss_bytes", "cpu_percent", "cpu_seconds_total",
+                                   "num_threads", "pss_bytes", "uss_bytes", "num_unslotted"};
+constexpr const char* kPerSlot[] = {"pid", "rss_bytes", "pss_bytes", "uss_bytes", "cpu_percent",
+                                    "cpu_seconds_total", "num_threads"};
+constexpr size_t kNumTotals = sizeof kTotals / sizeof *kTotals, kSlotWidth = sizeof kPerSlot / sizeof *kPerSlot;
 
 bool all_digits(const char* s) {
   if (!*s) return false;
@@ -39,8 +57,9 @@ class ProcessTreeSource final : public Source {
  public:
   static constexpr size_t kMaxMembers = 256;
   static constexpr int64_t kDiscoverNs = 100000000;  // 100 ms from one discovery's start to the next
+  static constexpr int64_t kDefaultSlots = 8, kMaxSlots = 64;
 
-  ProcessTreeSource() { width_ = 5; }
+  ProcessTreeSource() = default;
   ~ProcessTreeSource() override {
     if (dir_) ::closedir(dir_);
   }
@@ -49,8 +68,11 @@ class ProcessTreeSource final : public Source {
   const char* name() const override { return "process_tree"; }
 
   bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
+    threaded_smaps_ = true;  // the sampling thread's source; sample()'s (a clone) reads inline
     if (!setup(cfg, err)) return false;
-    for (auto c : kChannels) channels.push_back(c);
+    for (auto c : kTotals) channels.push_back(std::string("process_tree/") + c);
+    for (size_t k = 0; k < nslots_; ++k)
+      for (auto c : kPerSlot) channels.push_back("process_tree/" + std::to_string(k) + "/" + c);
     return true;
   }
 
@@ -62,19 +84,34 @@ class ProcessTreeSource final : public Source {
 
   bool sample(int64_t mono_ns, double* out, std::string& err) override { return tick(mono_ns, out, err); }
 
+  std::vector<std::map<std::string, std::string>> devices() const override { return log_.describe(); }
+
  private:
   struct Member {
     int64_t pid = 0;
+    int slot = -1;  // -1: summed into the totals only
     bool active = false, seen = false, use_clock = false, primed = false;
     clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
     uint64_t last_cpu_ns = 0;
+    std::string comm;  // from the stat file, at discovery
     ProcFile file;
+  };
+  enum class SlotState : uint8_t { kFree, kBusy, kVacated };
+  struct Slot {
+    SlotState state = SlotState::kFree;
+    bool have = false;  // this tick read its member's CPU time
+    uint64_t cpu_ns = 0;
+    TrailingRate rate;
   };
 
   // Finds the root, chooses the discovery method, discovers and primes the baselines.
   bool setup(const Config& cfg, std::string& err) {
     proc_root_ = cfg.proc_root;
     cpus_ = online_cpus(cfg);
+    nslots_ = size_t(option_int(cfg, "process_tree_slots", kDefaultSlots, 0, kMaxSlots));
+    width_ = kNumTotals + nslots_ * kSlotWidth;
+    slots_.reset(new Slot[nslots_ ? nslots_ : 1]);
+    smaps_.reset(new SmapsReader(proc_root_, threaded_smaps_));
     // Discovery reads cost ~25 us each (open, read, close): about a tenth of the interval per tick,
     // at least 8 (~0.2 ms at 1 kHz).
     files_per_tick_ = size_t(std::min<int64_t>(1024, std::max<int64_t>(8, cfg.interval_ns / 250000)));
@@ -126,7 +163,6 @@ class ProcessTreeSource final : public Source {
     else
       overflow_ = true;
   }
-
   // Discovery is spread over ticks: each reads at most files_per_tick_ files (children or stat
   // files), so a big tree (or the /proc scan) costs a few cheap ticks, never one long one. found_
   // collects the root and its descendants, breadth first; at the end the members are reconciled.
@@ -187,7 +223,8 @@ class ProcessTreeSource final : public Source {
     }
   }
 
-  // Re-learns the members from found_: closes those that left the tree, opens the new ones.
+  // Re-learns the members from found_: closes those that left the tree, opens the new ones, then hands the
+  // free slots to members without one, in found_'s (breadth-first) order; slot 0 is the root's.
   void finish_discovery(std::string& err) {
     discovering_ = false;
     if (dir_) ::closedir(dir_);
@@ -198,31 +235,70 @@ class ProcessTreeSource final : public Source {
       m.seen = false;
       for (int64_t f : found_)
         if (f == m.pid) m.seen = true;
-      if (!m.seen) close(m);
+      if (!m.seen) leave(m);
     }
-    size_t free_slot = 0;
+    size_t free_member = 0;
     for (int64_t pid : found_) {
-      bool have = false;
-      for (size_t k = 0; k < kMaxMembers && !have; ++k) have = members_[k].active && members_[k].pid == pid;
-      if (have) continue;
-      while (free_slot < kMaxMembers && members_[free_slot].active) ++free_slot;
-      if (free_slot == kMaxMembers) break;  // cannot happen: found_ is capped at kMaxMembers
-      Member& m = members_[free_slot];
-      std::string ignored;
-      if (!m.file.open(pid_path(pid, "stat"), ignored, true)) continue;  // exited meanwhile
-      m.pid = pid;
-      m.active = true;
-      m.primed = false;
-      m.use_clock = live_ && clock_getcpuclockid(pid_t(pid), &m.clock) == 0;
+      Member* m = find_member(pid);
+      bool fresh = false;
+      if (!m) {
+        while (free_member < kMaxMembers && members_[free_member].active) ++free_member;
+        if (free_member == kMaxMembers) break;  // cannot happen: found_ is capped at kMaxMembers
+        m = &members_[free_member];
+        if (!join_member(*m, free_member, pid, err)) continue;  // exited meanwhile
+        fresh = true;
+      }
+      if (m->slot < 0 && take_slot(*m)) {
+        if (!fresh) log_.end(pid);  // its unslotted tenure
+        log_.begin(pid, m->slot, m->comm);
+      } else if (fresh) {
+        log_.begin(pid, -1, m->comm);
+      }
     }
     if (overflow_)
       err = "process tree of " + std::to_string(root_pid_) + " has more than " + std::to_string(kMaxMembers) +
             " processes; only the first " + std::to_string(kMaxMembers) + " (breadth first) are summed";
   }
 
-  static void close(Member& m) {
+  Member* find_member(int64_t pid) {
+    for (size_t k = 0; k < kMaxMembers; ++k)
+      if (members_[k].active && members_[k].pid == pid) return &members_[k];
+    return nullptr;
+  }
+
+  bool join_member(Member& m, size_t k, int64_t pid, std::string& err) {
+    std::string why;
+    if (!m.file.open(pid_path(pid, "stat"), why, true)) return false;
+    m.pid = pid;
+    m.active = true;
+    m.primed = false;
+    m.slot = -1;
+    m.comm.assign(stat_comm(m.file.data(), m.file.size()));
+    m.use_clock = live_ && clock_getcpuclockid(pid_t(pid), &m.clock) == 0;
+    smaps_->watch(k, pid, err);  // one errors entry: another user's process, or Linux < 4.14
+    return true;
+  }
+
+  // Slot 0 to the root; else the lowest free one (a vacated slot is not free until its NaN row is out).
+  bool take_slot(Member& m) {
+    size_t k = 0;
+    if (m.pid != root_pid_)
+      for (k = 1; k < nslots_ && slots_[k].state != SlotState::kFree;) ++k;
+    if (k >= nslots_ || slots_[k].state != SlotState::kFree) return false;
+    m.slot = int(k);
+    slots_[k].state = SlotState::kBusy;
+    slots_[k].rate.reset();
+    return true;
+  }
+
+  // The member exited or left the tree: its files close, its slot is vacated, its tenure ends.
+  void leave(Member& m) {
     m.file.close();
     m.active = false;
+    smaps_->watch(size_t(&m - members_.get()), 0, scratch_);
+    if (m.slot >= 0) slots_[size_t(m.slot)].state = SlotState::kVacated;
+    m.slot = -1;
+    log_.end(m.pid);
   }
 
   // One read of every member. out == nullptr only advances the baselines.
@@ -230,16 +306,21 @@ class ProcessTreeSource final : public Source {
     if (!discovering_ && mono_ns >= next_discover_ns_) start_discovery(mono_ns);
     if (discovering_) step_discovery(files_per_tick_, err);
     // Sums saturate: no member's value, however corrupt, can overflow them.
-    uint64_t n = 0, threads = 0, rss_pages = 0, total_ns = 0;
+    uint64_t n = 0, threads = 0, rss_pages = 0, total_ns = 0, unslotted = 0;
+    double pss = 0, uss = 0;
     bool root_live = false, clocked = false, bad_threads = false, bad_rss = false;
+    if (out) fill_nan(out + kNumTotals, nslots_ * kSlotWidth);
+    for (size_t k = 0; k < nslots_; ++k) slots_[k].have = false;
     for (size_t k = 0; k < kMaxMembers; ++k) {
       Member& m = members_[k];
       if (!m.active) continue;
       ProcStat s;
       if (!m.file.read(scratch_) || !parse_pid_stat(m.file.data(), m.file.size(), s)) {
-        close(m);  // reaped (ESRCH) or unreadable: gone until a discovery finds it again
+        leave(m);  // reaped (ESRCH) or unreadable: gone until a discovery finds it again
         continue;
       }
+      double* slot = out && m.slot >= 0 ? out + kNumTotals + size_t(m.slot) * kSlotWidth : nullptr;
+      if (slot) slot[0] = double(m.pid);
       if (s.gone()) continue;  // exiting or a zombie: nothing left to count
       uint64_t cpu_ns;
       if (m.use_clock) {
@@ -254,17 +335,44 @@ class ProcessTreeSource final : public Source {
       if (m.primed && cpu_ns > m.last_cpu_ns) cpu_acc_ns_ = sat_add(cpu_acc_ns_, cpu_ns - m.last_cpu_ns);
       m.last_cpu_ns = cpu_ns;
       m.primed = true;
+      double m_pss = kNaN, m_uss = kNaN;
+      if (out) smaps_->get(k, m.pid, m_pss, m_uss);
       ++n;
       bad_threads |= s.num_threads < 0;
       bad_rss |= s.rss < 0;
       if (s.num_threads > 0) threads = sat_add(threads, uint64_t(s.num_threads));
       if (s.rss > 0) rss_pages = sat_add(rss_pages, uint64_t(s.rss));
       total_ns = sat_add(total_ns, cpu_ns);
+      pss += m_pss;  // NaN (unknown) stays NaN
+      uss += m_uss;
       if (m.pid == root_pid_) root_live = true;
+      if (m.slot < 0) {
+        ++unslotted;
+      } else {
+        Slot& sl = slots_[size_t(m.slot)];
+        sl.have = true;
+        sl.cpu_ns = cpu_ns;
+      }
+      if (slot) {
+        slot[1] = s.rss < 0 ? kNaN : double(s.rss) * page_bytes_;
+        slot[2] = m_pss;
+        slot[3] = m_uss;
+        slot[5] = double(cpu_ns) / 1e9;
+        slot[6] = count_or_nan(s.num_threads);
+      }
     }
     // Pair the CPU clocks with a wall reading taken right after them, as the process source does.
-    double cpu_rate = cpu_.update(clocked ? mono_now_ns() : mono_ns, cpu_acc_ns_);
+    int64_t now = clocked ? mono_now_ns() : mono_ns;
+    double cpu_rate = cpu_.update(now, cpu_acc_ns_);
+    for (size_t k = 0; k < nslots_; ++k) {
+      Slot& sl = slots_[k];
+      double r = sl.have ? sl.rate.update(now, sl.cpu_ns) : kNaN;
+      if (out && sl.have) out[kNumTotals + k * kSlotWidth + 4] = cap_core_percent(r / 1e7, cpus_);
+    }
     if (!out) return true;
+    smaps_->touch(mono_ns);
+    for (size_t k = 0; k < nslots_; ++k)  // their NaN row is out: free for the next discovery
+      if (slots_[k].state == SlotState::kVacated) slots_[k].state = SlotState::kFree;
     if (!root_live) {  // the followed process has exited (or is exiting)
       fill_nan(out, width_);
       return true;
@@ -274,13 +382,20 @@ class ProcessTreeSource final : public Source {
     out[2] = cap_core_percent(cpu_rate / 1e7, cpus_);          // percent of one core, at most the online CPUs
     out[3] = double(total_ns) / 1e9;
     out[4] = bad_threads ? kNaN : double(threads);
+    out[5] = pss;
+    out[6] = uss;
+    out[7] = double(unslotted);
     return true;
   }
 
   std::string proc_root_;
-  bool live_ = false, scan_ = false, overflow_ = false, discovering_ = false;
+  bool live_ = false, scan_ = false, overflow_ = false, discovering_ = false, threaded_smaps_ = false;
   int64_t root_pid_ = -1;
   std::unique_ptr<Member[]> members_;
+  size_t nslots_ = 0;
+  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<SmapsReader> smaps_;  // Pss and USS per member index
+  MemberLog log_;
   int64_t next_discover_ns_ = 0;
   uint64_t cpu_acc_ns_ = 0;  // sum of the members' CPU-time deltas: monotonic
   unsigned cpus_ = 1;        // online CPUs: members may each have their own affinity

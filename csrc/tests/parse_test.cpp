@@ -14,6 +14,7 @@
 #include "parse/net_dev.hpp"
 #include "parse/pid_stat.hpp"
 #include "parse/psi.hpp"
+#include "parse/smaps_rollup.hpp"
 #include "parse/stat.hpp"
 #include "parse/vmstat.hpp"
 
@@ -294,6 +295,50 @@ void test_vmstat() {
 
 }  // namespace
 
+void test_smaps_rollup() {
+  // as Linux 6.x prints it (fs/proc/task_mmu.c, show_smaps_rollup): the header, then "Key: %8lu kB"
+  const char* full =
+      "55d0c5bb4000-7ffd3c5f5000 ---p 00000000 00:00 0                          [rollup]\n"
+      "Rss:                1620 kB\nPss:                 173 kB\nPss_Dirty:           116 kB\n"
+      "Pss_Anon:            116 kB\nPss_File:             57 kB\nPss_Shmem:             0 kB\n"
+      "Shared_Clean:       1464 kB\nShared_Dirty:          0 kB\nPrivate_Clean:        40 kB\n"
+      "Private_Dirty:       116 kB\nReferenced:         1620 kB\nAnonymous:           116 kB\n"
+      "Swap:                  0 kB\nSwapPss:               0 kB\nLocked:                0 kB\n";
+  SmapsRollup r;
+  std::string err;
+  CHECK(parse_smaps_rollup(full, std::strlen(full), r, err));
+  CHECK_EQ(r.bytes[kSmRss], 1620u * 1024);
+  CHECK_EQ(r.bytes[kSmPss], 173u * 1024);
+  CHECK_EQ(r.bytes[kSmPssAnon], 116u * 1024);
+  CHECK_EQ(r.bytes[kSmPssFile], 57u * 1024);
+  CHECK_EQ(r.bytes[kSmSharedClean], 1464u * 1024);
+  CHECK_EQ(r.uss(), int64_t(40 + 116) * 1024);  // Private_Clean + Private_Dirty
+  CHECK(r.has(kSmSwapPss) && r.bad.empty());
+  // 4.14: no Pss_Anon/File/Shmem (5.9+) nor Pss_Dirty: absent, not zero
+  const char* old = "00400000-7fff0000 ---p 00000000 00:00 0 [rollup]\nRss: 800 kB\nPss: 400 kB\n"
+                    "Private_Clean: 0 kB\nPrivate_Dirty: 100 kB\n";
+  CHECK(parse_smaps_rollup(old, std::strlen(old), r, err));
+  CHECK(!r.has(kSmPssAnon) && !r.has(kSmSwap));
+  CHECK_EQ(r.uss(), int64_t(100) * 1024);
+  // without Private_Dirty: no USS
+  const char* no_priv = "Rss: 8 kB\nPss: 4 kB\nPrivate_Clean: 4 kB\n";
+  CHECK(parse_smaps_rollup(no_priv, std::strlen(no_priv), r, err));
+  CHECK_EQ(r.uss(), int64_t(-1));
+  // a malformed known line is skipped and named; a huge value saturates, never wraps
+  const char* bad = "Rss: lots kB\nRss: 99999999999999999999999 kB\nPss: 12 MB\nPss: 3 kB\n";
+  CHECK(parse_smaps_rollup(bad, std::strlen(bad), r, err));
+  CHECK_EQ(r.bytes[kSmRss], kMax);
+  CHECK_EQ(r.bytes[kSmPss], 3u * 1024);
+  CHECK(r.bad == "Pss: 12 MB");
+  // no Pss (an empty file, a zombie's, garbage): false with the reason
+  err.clear();
+  CHECK(!parse_smaps_rollup("", 0, r, err));
+  CHECK(err == "no Rss/Pss");
+  const char* only_rss = "Rss: 8 kB\nPss: x kB\n";
+  CHECK(!parse_smaps_rollup(only_rss, std::strlen(only_rss), r, err));
+  CHECK(err == "malformed line: 'Pss: x kB'");
+}
+
 int main() {
   test_stat();
   test_meminfo();
@@ -304,6 +349,7 @@ int main() {
   test_psi();
   test_cgroup();
   test_vmstat();
+  test_smaps_rollup();
   std::printf("%d checks, %d failed\n", g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

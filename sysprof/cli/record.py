@@ -363,6 +363,9 @@ class _Recording:
                      "duration_reached": self.timeout.reached, "errors": dict(getattr(sampler, "errors", {}))}
         if self.returncode is not None:
             stop_args["returncode"] = self.returncode
+        members = getattr(sampler, "members", None)
+        if members:  # process_tree: who held which slot when (Sampler.members)
+            stop_args["process_tree_members"] = members
         try:
             writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
                           "pid": self.my_pid, "tid": 0, "args": stop_args})

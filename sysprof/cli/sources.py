@@ -31,6 +31,11 @@ def _option_names():
     return tuple(opt.name for spec in SOURCES.values() for opt in spec.options)
 
 
+def _number_options():
+    """Names of the options that take a number (``process_tree_slots``), not a switch."""
+    return {opt.name for spec in SOURCES.values() for opt in spec.options if not opt.is_switch}
+
+
 def add_source_flags(parser) -> None:
     """The "sources" argument group: one flag per registry source and per source option, and ``--all``."""
     defaults = " ".join(SOURCES[n].flag for n in registry.DEFAULT_SOURCES)
@@ -45,7 +50,11 @@ def add_source_flags(parser) -> None:
             help_text += "; of --pid, else sysprof's (where COMMAND starts)"
         g.add_argument(spec.flag, dest=spec.name, action="store_true", help=help_text)
         for opt in spec.options:
-            g.add_argument(opt.flag, dest=opt.name, action="store_true", help=f"{opt.help} (implies {spec.flag})")
+            if opt.is_switch:
+                g.add_argument(opt.flag, dest=opt.name, action="store_true", help=f"{opt.help} (implies {spec.flag})")
+            else:
+                g.add_argument(opt.flag, dest=opt.name, type=int, metavar="N", default=None,
+                               help=f"{opt.help}; {opt.lo}-{opt.hi}, default {opt.default} (with {spec.flag})")
     targets = " and ".join(SOURCES[n].flag for n in target_sources())
     g.add_argument("--all", action="store_true",
                    help="every source" + (f" ({targets} when there is a command or --pid)" if targets else ""))
@@ -93,16 +102,19 @@ def intervals_from_args(args, chosen) -> dict:
 def _sources_from_args(args, have_target: bool, pid_given: bool = False):
     """``{name: on}`` for every registry source and source option, as the flags, ``--all`` or the defaults say."""
     names = tuple(SOURCES) + _option_names()
-    chosen = {n: bool(getattr(args, n, False)) for n in names}
+    numbers = _number_options()
+    chosen = {n: bool(getattr(args, n, False)) for n in names if n not in numbers}
     if args.all:
-        chosen = {n: True for n in names}
+        chosen = {n: True for n in names if n not in numbers}
         chosen.update({n: have_target for n in target_sources()})
     elif not any(chosen.values()):
         chosen.update({n: True for n in registry.DEFAULT_SOURCES})
         chosen.update({n: pid_given for n in pid_default_sources()})  # following a --pid: its numbers are the point
+    # a number option (--process-tree-slots N) shapes its source, it does not switch it on
+    chosen.update({n: getattr(args, n, None) for n in numbers})
     for name, spec in SOURCES.items():
-        if any(chosen[opt.name] for opt in spec.options):
-            chosen[name] = True  # an option implies its source
+        if any(chosen[opt.name] for opt in spec.options if opt.is_switch):
+            chosen[name] = True  # a switch implies its source
     return chosen
 
 
@@ -124,8 +136,10 @@ def requested(chosen):
 
 
 def sampler_kwargs(chosen) -> dict:
-    """The Sampler keywords (one per source and option) of a selection."""
-    return {n: bool(chosen.get(n)) for n in tuple(SOURCES) + _option_names()}
+    """The Sampler keywords (one per source and option) of a selection: a number option as given (None: its
+    default)."""
+    numbers = _number_options()
+    return {n: chosen.get(n) if n in numbers else bool(chosen.get(n)) for n in tuple(SOURCES) + _option_names()}
 
 
 def check_targets(args, have_target: bool) -> None:

@@ -48,10 +48,27 @@ class ChannelSpec:
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """A boolean option of a source (``per_cpu`` of ``cpu``): a Sampler keyword and a CLI flag of its own."""
+    """An option of a source: a Sampler keyword and a CLI flag of its own. A switch (``per_cpu`` of ``cpu``:
+    ``default`` None, off unless given) or a whole number in [``lo``, ``hi``] (``process_tree_slots``: ``default``
+    its value when not given; True, as ``--all`` and ``sysprof info`` pass, also means the default)."""
 
     name: str
     help: str
+    default: Optional[int] = None
+    lo: int = 0
+    hi: int = 0
+
+    @property
+    def is_switch(self) -> bool:
+        return self.default is None
+
+    def value(self, given: object) -> int:
+        """The number a keyword value means (a number option only); ValueError naming the option otherwise."""
+        if given is None or given is True:
+            return int(self.default)
+        if isinstance(given, bool) or not isinstance(given, int) or not self.lo <= given <= self.hi:
+            raise ValueError(f"{self.name} must be a whole number in [{self.lo}, {self.hi}], got {given!r}")
+        return given
 
     @property
     def flag(self) -> str:
@@ -171,7 +188,38 @@ def _process(prefix: str, what: str, tree: bool) -> Tuple[ChannelSpec, ...]:
                 f"CPU of {what}, percent of one core over the trailing max(interval, 20 ms)", f"{stat} utime+stime"),
             _ch(f"{prefix}/cpu_seconds_total", "s", "ticks", f"CPU time of {what}", f"{stat} utime+stime"),
             _ch(f"{prefix}/num_threads", "", "gauge", f"threads of {what}", f"{stat} num_threads")]
-    return tuple(out)
+    return tuple(out + (_tree_extra() if tree else []))
+
+
+#: per-member slots of process_tree (``process_tree_slots``); the native source's kDefaultSlots, kMaxSlots
+TREE_SLOTS = OptionSpec("process_tree_slots", "per-member series of process_tree in N stable slots (slot 0: the "
+                        "followed process)", default=8, lo=0, hi=64)
+
+
+def _tree_extra() -> list:
+    """process_tree's proportional memory, its count of members without a slot, and its per-slot series."""
+    rollup = "/proc/<pid>/smaps_rollup"
+    uss = f"{rollup} Private_Clean + Private_Dirty"
+    out = [_ch("process_tree/pss_bytes", "B", "gauge", "proportional set size of the members (shared pages divided "
+               "among the processes mapping them), summed; read every 100 ms (less often for large trees)",
+               f"{rollup} Pss of each member"),
+           _ch("process_tree/uss_bytes", "B", "gauge", "unique set size of the members (pages no other process maps), "
+               "summed; read with pss_bytes", f"{uss} of each member"),
+           _ch("process_tree/num_unslotted", "", "gauge", "members without a slot (summed into the totals only)",
+               "task/<tid>/children")]
+    what = "the slot's member (NaN: no member)"
+    out += [_ch("process_tree/<slot>/pid", "", "gauge", f"process id of {what}", "/proc/<pid>/stat pid"),
+            _ch("process_tree/<slot>/rss_bytes", "B", "gauge", f"resident set size of {what}",
+                "/proc/<pid>/stat rss x page size"),
+            _ch("process_tree/<slot>/pss_bytes", "B", "gauge", f"proportional set size of {what}", f"{rollup} Pss"),
+            _ch("process_tree/<slot>/uss_bytes", "B", "gauge", f"unique set size of {what}", uss),
+            _ch("process_tree/<slot>/cpu_percent", "%", "gauge",
+                f"CPU of {what}, percent of one core over the trailing max(interval, 20 ms)",
+                "/proc/<pid>/stat utime+stime"),
+            _ch("process_tree/<slot>/cpu_seconds_total", "s", "ticks", f"CPU time of {what}",
+                "/proc/<pid>/stat utime+stime"),
+            _ch("process_tree/<slot>/num_threads", "", "gauge", f"threads of {what}", "/proc/<pid>/stat num_threads")]
+    return out
 
 
 def _pressure() -> Tuple[ChannelSpec, ...]:
@@ -270,9 +318,10 @@ SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
     SourceSpec("process", "the followed process (RSS, CPU, threads)", "/proc/<pid>/stat",
                _process("process", "the process", tree=False), follows_pid=True, needs_target=True,
                pid_default=True),
-    SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed",
-               "/proc/<pid>/task/<tid>/children, /proc/<pid>/stat", _process("process_tree", "the members", tree=True),
-               follows_pid=True, needs_target=True),
+    SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed "
+               "and per member", "/proc/<pid>/{stat,smaps_rollup,task/<tid>/children}",
+               _process("process_tree", "the members", tree=True), follows_pid=True, needs_target=True,
+               options=(TREE_SLOTS,)),
     SourceSpec("pressure", "pressure stall information", "/proc/pressure/{cpu,memory,io}", _pressure(),
                portable=False),
     SourceSpec("cgroup", "memory, CPU and I/O of the process's cgroup v2", "/sys/fs/cgroup/<path>/", _cgroup(),

@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from .. import forks
+from .members import is_tenure, tenures
 from .registry import SOURCES
 
 try:
@@ -174,19 +175,32 @@ class Row(_RowData if _native is None else _native.RowData, Mapping):
         return f"Row(seq={self.seq}, timestamp_ns={self.timestamp_ns}, {len(self)} channels)"
 
 
-def _keywords() -> Dict[str, bool]:
+def _keywords() -> Dict[str, object]:
     """Sampler's source keywords, in registry order: each source (default ``SourceSpec.default``), then its
-    options (default off)."""
-    out: Dict[str, bool] = {}
+    options (a switch: off; a number: None, its ``OptionSpec.default``)."""
+    out: Dict[str, object] = {}
     for spec in SOURCES.values():
         out[spec.name] = spec.default
         for opt in spec.options:
-            out[opt.name] = False
+            out[opt.name] = False if opt.is_switch else None
     return out
 
 
-SOURCE_KEYWORDS: Dict[str, bool] = _keywords()
+SOURCE_KEYWORDS: Dict[str, object] = _keywords()
 _OPTION_OF = {opt.name: spec.name for spec in SOURCES.values() for opt in spec.options}
+_NUMBER_OPTIONS = {opt.name: opt for spec in SOURCES.values() for opt in spec.options if not opt.is_switch}
+
+
+def _flags(sources: Mapping[str, object]) -> Dict[str, object]:
+    """Every keyword's value: a bool per source and switch, a validated int per number option (ValueError)."""
+    return {k: _NUMBER_OPTIONS[k].value(sources.get(k)) if k in _NUMBER_OPTIONS else bool(sources.get(k, default))
+            for k, default in SOURCE_KEYWORDS.items()}
+
+
+def _native_options(flags: Mapping[str, object]):
+    """The options of the sources switched on, as the native Config takes them: a switch's name, ``name=N``."""
+    return [o if o not in _NUMBER_OPTIONS else f"{o}={flags[o]}" for o, src in _OPTION_OF.items()
+            if flags[o] is not False and flags[src]]
 
 
 def _or_list(words: List[str]) -> str:
@@ -222,7 +236,8 @@ def _sources_doc() -> str:
         note = f" ({'; '.join(extra)})" if extra else ""
         lines.append(f"        {spec.name}={spec.default}: {spec.help}, from {spec.file}{note}.")
         for opt in spec.options:
-            lines.append(f"        {opt.name}=False: {opt.help} (with {spec.name}).")
+            lines.append(f"        {opt.name}={opt.default if not opt.is_switch else False}: {opt.help} (with "
+                         f"{spec.name}" + (f"; {opt.lo}-{opt.hi}" if not opt.is_switch else "") + ").")
     return "\n".join(lines)
 
 
@@ -254,7 +269,7 @@ class Sampler:
             all but loop devices, RAM disks, zram and ``lo``, which a glob matching them brings back (``["*"]``:
             every device). The rule is :mod:`sysprof.sampling.devices`'; ``self.device_filter`` holds it. (The
             ``devices`` attribute lists the GPUs found.)
-        **sources: one boolean keyword per source and per source option, from the registry
+        **sources: one boolean keyword per source and per source switch, an int per number option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
             the README):
 
@@ -267,7 +282,8 @@ class Sampler:
             unavailable, a pid without a source that follows it, or a custom proc_root with psutil; for
             ``intervals``: a name that is not a registered source (the message lists them), a source not
             switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of non-empty
-            glob strings (or has ``disk/`` or ``net/`` with no glob after it).
+            glob strings (or has ``disk/`` or ``net/`` with no glob after it); a number option outside its
+            range (``process_tree_slots``: 0-64).
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
@@ -289,7 +305,7 @@ class Sampler:
         for key in sources:
             if key not in SOURCE_KEYWORDS:
                 raise TypeError(f"{type(self).__qualname__}.__init__() got an unexpected keyword argument {key!r}")
-        flags = {k: bool(sources.get(k, default)) for k, default in SOURCE_KEYWORDS.items()}
+        flags = _flags(sources)
         if (isinstance(interval, bool) or not isinstance(interval, (int, float))
                 or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S):
             raise ValueError(f"interval must be a number of seconds in [{MIN_INTERVAL_S:g}, {MAX_INTERVAL_S:g}], "
@@ -327,7 +343,7 @@ class Sampler:
         self._generation = forks.generation()  # a later one: inherited (the extension counts with pthread_atfork)
         if self.backend == "native":
             on = [n for n in SOURCES if flags[n]]  # registry order is row order
-            options = [o for o, src in _OPTION_OF.items() if flags[o] and flags[src]]
+            options = _native_options(flags)
             options += self.device_filter.native_options()
             interval_ns = max(1, int(round(self.interval * 1e9)))
             try:
@@ -374,10 +390,21 @@ class Sampler:
         out = []
         for d in getattr(self._impl, "devices", []):
             d = dict(d)
+            if is_tenure(d):  # a process_tree member (see members)
+                continue
             if "index" in d:
                 d["index"] = int(d["index"])
             out.append(d)
         return out
+
+    @property
+    def members(self) -> List[Dict[str, object]]:
+        """Who held which ``process_tree`` slot when (``process_tree=True``), read live, oldest first: one dict
+        per tenure with ``slot`` (int; -1: summed into the totals only), ``pid`` (int), ``comm`` (str, from
+        /proc/<pid>/stat), ``start_ns`` and ``end_ns`` (wall-clock ns, as row timestamps; ``end_ns`` None while
+        the member lives); one given a slot later ends its -1 tenure then. The sampling thread's record (not
+        ``sample()``'s). Past 4096 tenures the oldest ended ones are dropped, counted in a last ``{"dropped": n}``."""
+        return tenures(getattr(self._impl, "devices", []))
 
     @property
     def running(self) -> bool:

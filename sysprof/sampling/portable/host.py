@@ -21,8 +21,9 @@ import psutil
 
 from sysprof import forks
 
-from ..registry import SOURCES
+from ..registry import SOURCES, TREE_SLOTS
 from .rules import CounterDevice, Ticks, TrailingRate
+from .tree import TreeReader
 
 NAN = math.nan
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -89,9 +90,13 @@ class PsutilSampler:
         for name, spec in SOURCES.items():
             if flags.get(name) and not spec.portable:  # e.g. PSI, cgroup files, vmstat: native readers only
                 self.errors[name] = "only on the native backend"
+        tree_slots = TREE_SLOTS.value(flags.get("process_tree_slots"))
+        tree_period = max(1, int((periods or {}).get("process_tree", 1)))
+        self._trees: List[TreeReader] = []  # the thread's process_tree reader first, then sample()'s
         builders = {"cpu": lambda: self._cpu(bool(flags.get("per_cpu"))), "memory": self._memory,
                     "disk": lambda: self._disk(sys_root), "net": self._net, "load": self._load,
-                    "process": lambda: self._process(pid), "process_tree": lambda: self._process_tree(pid),
+                    "process": lambda: self._process(pid),
+                    "process_tree": lambda: self._process_tree(pid, tree_slots, interval * tree_period),
                     "gpu": self._gpu}
         self._sources = [(name, builders[name]) for name, spec in SOURCES.items()
                          if spec.portable and flags.get(name)]
@@ -103,9 +108,11 @@ class PsutilSampler:
         self._next_due = [0] * len(self._readers)
         self._reads: Dict[str, int] = {name: 0 for name, _, _ in self._readers}
         self._sync = self._open_readers()  # sample() keeps its own baselines
-        self.devices: List[Dict[str, object]] = []
+        for tree in self._trees:  # as the GPU notes below: reported once both readers are open
+            tree.flush(lambda msg: self.errors.__setitem__("process_tree", msg))
+        self._gpu_devices: List[Dict[str, object]] = []
         if self._gpu_state is not None:
-            self.devices = list(self._gpu_state.devices)
+            self._gpu_devices = list(self._gpu_state.devices)
             # Notes (refused metrics, lost devices) are reported from now on; during the opening
             # above an entry in errors would have kept the second reader from opening.
             self._gpu_state.report = lambda msg: self.errors.__setitem__("gpu", msg)
@@ -125,6 +132,11 @@ class PsutilSampler:
         self._latest: Optional[Tuple[int, int, bytes]] = None  # (seq, wall ns, values' bytes), swapped whole
         self._new_row = threading.Condition(self._lock)  # wait_next(): a row was published, or stop()
         forks.register(self)
+
+    @property
+    def devices(self) -> List[Dict[str, object]]:
+        """The GPUs, then the thread's process_tree tenures (``Sampler.members``), as the native Sampler's."""
+        return self._gpu_devices + (self._trees[0].describe() if self._trees else [])
 
     def _after_fork_in_child(self) -> None:
         """The sampling thread is not in a forked child and may have held the lock: start over unlocked.
@@ -247,63 +259,11 @@ class PsutilSampler:
             return [float(mem.rss), float(mem.vms), pct, cpu_ns / 1e9, float(threads)]
         return _channels("process"), read
 
-    TREE_MAX = 256  # members, as csrc/source_process_tree.cpp
-    TREE_DISCOVER_NS = 100_000_000
-
-    def _process_tree(self, pid: Optional[int]):
-        """The process and its descendants, summed, as csrc/source_process_tree.cpp: members re-found at
-        most every 100 ms, CPU time summed as per-member deltas (a member that exits takes nothing away
-        from the rate; its first reading is only a baseline)."""
-        root = psutil.Process(pid)
-        rate = TrailingRate()
-        cap = 100.0 * _cpus_of(None)  # members may each have their own affinity: the online CPUs
-        st = {"members": {}, "next": 0, "acc": 0}  # members: pid -> [psutil.Process, last cpu ns or None]
-
-        def discover(now: int) -> None:
-            st["next"] = now + self.TREE_DISCOVER_NS
-            try:
-                kids = root.children(recursive=True)
-            except psutil.NoSuchProcess:
-                kids = []
-            if len(kids) >= self.TREE_MAX:
-                self.errors["process_tree"] = (f"process tree of {root.pid} has more than {self.TREE_MAX} processes; "
-                                               f"only the first {self.TREE_MAX} are summed")
-            old, members = st["members"], {}
-            for p in [root] + kids[:self.TREE_MAX - 1]:
-                m = old.get(p.pid)
-                members[p.pid] = m if m is not None and m[0] == p else [p, None]  # == : same pid and start time
-            st["members"] = members
-
-        def read(_t: int) -> List[float]:
-            if time.monotonic_ns() >= st["next"]:
-                discover(time.monotonic_ns())
-            n = threads = rss = total = 0
-            root_live = False
-            members = st["members"]
-            for mpid, m in list(members.items()):
-                p = m[0]
-                try:
-                    with p.oneshot():
-                        status, mem, nth, ct = p.status(), p.memory_info(), p.num_threads(), p.cpu_times()
-                except psutil.NoSuchProcess:  # reaped: gone until a discovery finds it again
-                    del members[mpid]
-                    continue
-                if status == psutil.STATUS_ZOMBIE or mem.vms == 0:
-                    continue
-                cpu_ns = round((ct.user + ct.system) * 1e9)
-                if m[1] is not None and cpu_ns > m[1]:
-                    st["acc"] += cpu_ns - m[1]
-                m[1] = cpu_ns
-                n += 1
-                threads += nth
-                rss += mem.rss
-                total += cpu_ns
-                root_live = root_live or mpid == root.pid
-            pct = min(rate.update(time.monotonic_ns(), st["acc"]) / 1e7, cap)
-            if not root_live:
-                return [NAN] * 5
-            return [float(n), float(rss), pct, total / 1e9, float(threads)]
-        return _channels("process_tree"), read
+    def _process_tree(self, pid: Optional[int], slots: int, interval_s: float):
+        """The process and its descendants, summed and per member in slots: portable/tree.py."""
+        reader = TreeReader(pid, slots, interval_s, 100.0 * _cpus_of(None))
+        self._trees.append(reader)
+        return reader.channels, reader.read
 
     def _gpu(self):
         from .nvml import open_gpu
