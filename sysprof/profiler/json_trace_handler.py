@@ -255,6 +255,16 @@ class JSONTraceHandler(TraceHandler):
                     pending.append((_TEXT, text, n))
             self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
 
+    def _finish_rows(self) -> None:
+        """Changes only: queue the closing row of the counters (the last sample's values of every counter not
+        written at it) and start the next file afresh (its first sample writes every counter)."""
+        template = self._template
+        if template is None or template.changes is None:
+            return
+        for text, n in template.finish():
+            self._pending.append((_TEXT, text, n))
+        template.changes.reset()
+
     def process_chrome_json_trace_file(self, filepath: pathlib.Path) -> None:
         """Copy every event of the Chrome trace at ``filepath`` into the current cycle, with ``pid`` set to the
         global rank (tolerates a truncated file, see :func:`sysprof.trace.chrome.read_trace`)."""
