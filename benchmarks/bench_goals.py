@@ -18,6 +18,11 @@ def _iqr(d, scale: float = 1.0) -> str:
     return f"{fmt(d['median'] * scale)} [IQR {fmt(d['p25'] * scale)} … {fmt(d['p75'] * scale)}, n={d['n']}]"
 
 
+def _median(x):
+    """A dist's median, or a plain number as it is."""
+    return x.get("median") if isinstance(x, dict) else x
+
+
 def goals(results) -> List[Dict[str, Any]]:
     g: List[Dict[str, Any]] = []
 
@@ -129,6 +134,31 @@ def goals(results) -> List[Dict[str, Any]]:
                 sps["min"] is not None and sps["min"] >= 1000,
                 f"median {fmt(sps['median'])} samples/s (min {fmt(sps['min'])}, n={sps['n']}), "
                 f"{r['cpu_percent_of_one_core_at_1kHz']:.1f} % of a core at 1 kHz")
+    dn = results.get("density")
+    if dn and "paths" in dn:
+        for path, r in dn["paths"].items():
+            if "every row" in path:
+                continue
+            b = (r.get("bytes_per_sample") or {}).get("median")
+            add(f"≤ 20 bytes per sample, host set at 1 ms ({path})", "≤ 20", b, None if b is None else b <= 20,
+                f"whole file / samples, median of {dn.get('trials')} trials; machine busy "
+                f"{fmt(_median(dn.get('machine_busy_cores')))} cores (the goal is for an idle machine)")
+    pf = results.get("pftrace")
+    if pf and "sets" in pf:
+        for set_name, r in pf["sets"].items():
+            x = (r.get("ratio") or {}).get("median")
+            add(f".pftrace ≥ 5 × smaller than the Chrome JSON ({set_name})", "≥ 5", x, None if x is None else x >= 5,
+                f"{fmt(_median(r.get('json_bytes_per_sample')))} vs {fmt(_median(r.get('pftrace_bytes_per_sample')))} B/sample, "
+                f"recordings of {pf.get('duration_s')} s (a short one is mostly its metadata)")
+    mk = results.get("mark")
+    if mk and isinstance(mk.get("on_native"), dict):
+        for case in ("with", "instant"):
+            ns = ((mk["on_native"].get(case) or {}).get("loop_cpu_ns") or {}).get("median")
+            timer = ((mk["on_native"].get("timer") or {}).get("loop_cpu_ns") or {}).get("median") or 0.0
+            net = None if ns is None else ns - timer
+            add(f"mark ≤ 2 µs per call on the caller's thread ({case}, native writer)", "≤ 2000 ns", net,
+                None if net is None else net <= 2000,
+                f"loop CPU per call less the empty call's ({fmt(timer)} ns), n={mk.get('n')}")
     return g
 
 

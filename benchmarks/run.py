@@ -24,6 +24,14 @@ Sections (issue 6):
   7 writer       drained batches -> trace events -> file: samples/s and bytes/s
   8 kstat        the kernel's side of /proc/stat: one read's cost, where show_stat() spends it, and the
                  O(CPUs) + O(IRQs) model with estimates for large nodes (bench_kstat.py; never hotplugs)
+    cold         the cache lines one tick touches, counted under cachegrind, not timed (bench_cold.py; builds
+                 csrc/ with g++, so it is left out of --quick unless named with --only)
+  9 density      bytes per sample of every output path at 1 kHz (host set), samples per deadline (issue 12)
+    mark         sysprof.mark()/mark_instant() per call: no recorder, the Python and the native writer
+    phases       by_phase() and the verdict on a synthetic trace
+    frames       Batch.to_pandas(), read_trace() per row; Parquet/CSV/JSON bytes per sample
+    pftrace      the Perfetto protobuf trace against the Chrome JSON of the same recording: size, write, read
+    smaps        /proc/<pid>/smaps_rollup per read against /proc/<pid>/stat, small and large processes
 
 Every figure carries its n and spread (median, p99, IQR, min/max). Ratios are taken within one run, with the
 compared measurements interleaved, because these machines are noisy: absolute times are only a guide.
@@ -56,10 +64,19 @@ from bench_memory import bench_memory, bench_scaling, print_memory, print_scalin
 from bench_writer import bench_writer, print_writer  # noqa: E402
 from bench_kstat import bench_kstat, print_kstat  # noqa: E402
 from bench_latest import bench_latest, print_latest  # noqa: E402
+from bench_cold import bench_cold, print_cold  # noqa: E402
+from bench_density import bench_density, print_density  # noqa: E402
+from bench_mark import bench_mark, print_mark  # noqa: E402
+from bench_phases import bench_phases, print_phases  # noqa: E402
+from bench_frames import bench_frames, print_frames  # noqa: E402
+from bench_pftrace import bench_pftrace, print_pftrace  # noqa: E402
+from bench_smaps import bench_smaps, print_smaps  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
-SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
+SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
+            "cold", "density", "mark", "phases", "frames", "pftrace", "smaps")
+QUICK_LEAVES_OUT = ("cold",)  # compiles csrc/ and runs under valgrind: minutes; run it with --only cold
 
 
 # ------------------------------------------------------------------------------------------------
@@ -72,13 +89,17 @@ def config(quick: bool) -> Dict[str, Any]:
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
                 "marker": (20_000, 1), "kstat": (3000, 2),
-                "latest": (20_000, 300, 100)}
+                "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
+                "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
+                "smaps": {"reads": 100, "big_mib": 64}}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3), "kstat": (20_000, 4),
-            "latest": (100_000, 2_000, 500)}
+            "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
+            "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (3.0, 3, 5),
+            "smaps": {"reads": 2000, "big_mib": 1024}}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -132,13 +153,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = config(args.quick)
     busy0 = _busy_ticks()
     load0 = os.getloadavg()
-    wanted = args.only or list(SECTIONS)
+    wanted = args.only or [s for s in SECTIONS if not (args.quick and s in QUICK_LEAVES_OUT)]
     t_start = time.perf_counter()
     results: Dict[str, Any] = {}
     ctx: Dict[str, Any] = {}
     printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
-                "writer": print_writer, "kstat": print_kstat, "latest": print_latest}
+                "writer": print_writer, "kstat": print_kstat, "latest": print_latest, "cold": print_cold,
+                "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
+                "pftrace": print_pftrace, "smaps": print_smaps}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -156,7 +179,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "scaling": lambda: bench_scaling(cfg, sysprof, ctx),
                    "writer": lambda: bench_writer(cfg, sysprof, ctx),
                    "kstat": lambda: bench_kstat(cfg),
-                   "latest": lambda: bench_latest(cfg, sysprof)}
+                   "latest": lambda: bench_latest(cfg, sysprof),
+                   "cold": lambda: bench_cold(cfg["cold"]),
+                   "density": lambda: bench_density(cfg, sysprof),
+                   "mark": lambda: bench_mark(cfg, sysprof),
+                   "phases": lambda: bench_phases(cfg, sysprof),
+                   "frames": lambda: bench_frames(cfg, sysprof),
+                   "pftrace": lambda: bench_pftrace(cfg, sysprof),
+                   "smaps": lambda: bench_smaps(cfg["smaps"])}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:

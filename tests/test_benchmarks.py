@@ -15,7 +15,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
-SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat")
+SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
+            "density", "mark", "phases", "frames", "pftrace", "smaps")  # "cold" only with --only (it compiles)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def quick(tmp_path_factory):
         pytest.skip("the benchmarks measure the native backend")
     out = tmp_path_factory.mktemp("bench") / "quick.json"
     r = subprocess.run([sys.executable, RUN, "--quick", "--json", str(out)], capture_output=True, text=True,
-                       timeout=300, cwd=REPO)
+                       timeout=900, cwd=REPO)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with open(out) as f:
         doc = json.load(f)
