@@ -85,7 +85,37 @@ def is_gzip_path(path: PathLike) -> bool:
     return os.fspath(path).lower().endswith(".gz")
 
 
-class ChromeTraceWriter:
+class TraceWriter:
+    """What every trace writer shares (:class:`ChromeTraceWriter`, ``perfetto_write.PerfettoTraceWriter``): the
+    event count, the closed flag, ``write_many`` and the context manager. A writer sets ``_count`` and
+    ``_closed`` and defines ``write``, ``flush``, ``close`` and ``bytes_written``."""
+
+    _count = 0
+    _closed = False
+
+    def write_many(self, events: Iterable[dict]) -> None:
+        """Append every event of ``events`` (an iterable of dicts), in order."""
+        for event in events:
+            self.write(event)
+
+    @property
+    def events_written(self) -> int:
+        """Number of events written so far."""
+        return self._count
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ChromeTraceWriter(TraceWriter):
     """Stream trace events to a Chrome trace-event JSON file (``.json``, or gzip when the name ends in ``.gz``).
 
     Events are encoded and handed to the file as they are written (nothing is kept in memory beyond the file
@@ -179,11 +209,6 @@ class ChromeTraceWriter:
         self._put(text if self._count == 0 else ",\n" + text)
         self._count += count
 
-    def write_many(self, events: Iterable[dict]) -> None:
-        """Append every event of ``events`` (an iterable of dicts), in order."""
-        for event in events:
-            self.write(event)
-
     def flush(self) -> None:
         """Push everything written so far to the operating system (gzip: a ``Z_SYNC_FLUSH`` block).
 
@@ -210,22 +235,6 @@ class ChromeTraceWriter:
     def bytes_written(self) -> int:
         """Bytes of JSON text written so far, before compression (includes the brackets)."""
         return self._bytes
-
-    @property
-    def events_written(self) -> int:
-        """Number of events written so far."""
-        return self._count
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
-
-    def __enter__(self) -> "ChromeTraceWriter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _regular_file(fd: int, path: PathLike) -> None:

@@ -5,11 +5,11 @@ import math
 import os
 import pathlib
 import zlib
-from typing import Any, Iterable, Union
+from typing import Any, Union
 
 from sysprof import forks
 
-from .chrome import ChromeTraceWriter, counter_args
+from .chrome import ChromeTraceWriter, TraceWriter, counter_args
 from .perfetto import (INCREMENTAL_CLOCK, MAX_VALUES, METADATA_TRACK, REALTIME_CLOCK, RESIDUAL, SEQUENCE_ID,
                        PathLike, TraceTime, _integral, _is_int, _key_from_channel, _key_name, _now_ns, annotate,
                        counter_unit, protos, ts_ns)
@@ -37,7 +37,7 @@ class _Group:
         self.last: dict = {}    # key -> last value written
 
 
-class PerfettoTraceWriter:
+class PerfettoTraceWriter(TraceWriter):
     """Stream trace events (Chrome-style dicts) to a Perfetto protobuf trace (``.pftrace``); see the module
     docstring for what is written how. The same interface as :class:`~sysprof.trace.chrome.ChromeTraceWriter`.
     Not thread-safe: serialize calls from several threads.
@@ -236,11 +236,6 @@ class PerfettoTraceWriter:
         else:
             self._stored(event)
         self._count += 1
-
-    def write_many(self, events: Iterable[dict]) -> None:
-        """Append every event of ``events``, in order."""
-        for event in events:
-            self.write(event)
 
     def _counter(self, event: dict) -> None:
         ns = ts_ns(event["ts"])
@@ -446,21 +441,6 @@ class PerfettoTraceWriter:
         """Bytes written so far: in the file, and buffered (not yet compressed)."""
         return self._bytes + len(self._buf)
 
-    @property
-    def events_written(self) -> int:
-        """Number of events written so far."""
-        return self._count
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
-
-    def __enter__(self) -> "PerfettoTraceWriter":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _varint(n: int) -> bytearray:
