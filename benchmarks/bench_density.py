@@ -188,7 +188,7 @@ def bench_density(cfg, sysprof) -> Dict[str, Any]:
             for name, run in paths.items():  # interleaved: the machine's state drifts alike for every path
                 runs[name].append(run(tmp))
     busy1, t1 = machine_cpu_seconds(), time.monotonic()
-    res: Dict[str, Any] = {"interval_s": interval, "seconds": seconds, "trials": trials, "paths": {},
+    res: Dict[str, Any] = {"interval_s": interval, "trial_seconds": seconds, "trials": trials, "paths": {},
                            "composer": "Composer trainer" in paths, "cpus": os.cpu_count(),
                            "loadavg_after": os.getloadavg()[0],
                            "machine_busy_cores": None if busy0 is None or busy1 is None else (busy1 - busy0) / (t1 - t0)}
@@ -214,7 +214,7 @@ def print_density(res) -> str:
         rows.append([name, b["n"], fmt(b["median"]), f"{fmt(b['p25'])}-{fmt(b['p75'])}", fmt(c["median"]),
                      fmt(e["bytes_per_second"]["median"] / 1e3), f"{sum(e['samples']):,}",
                      "-" if not d else f"{fmt(d['median'])} (min {fmt(d['min'])}, n={d['n']})"])
-    head = (f"## density\n\nhost set at {res['interval_s'] * 1e3:g} ms, {res['trials']} trials of {res['seconds']:g} s "
+    head = (f"## density\n\nhost set at {res['interval_s'] * 1e3:g} ms, {res['trials']} trials of {res['trial_seconds']:g} s "
             f"per path (interleaved); bytes per sample = whole files / samples"
             + ("" if res["composer"] else "; Composer trainer: not run (composer not importable)")
             + (f"; the machine kept {res['machine_busy_cores']:.2f} of {res['cpus']} cores busy meanwhile (an idle "
