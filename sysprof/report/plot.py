@@ -23,6 +23,7 @@ from typing import List, Optional, Tuple
 from .model import ReportError, Span, TraceData
 from .panels import MAX_LINES, MAX_PANELS  # noqa: F401  (re-exported by sysprof.report)
 from .panels import BOUNDED_UNITS, Panel, choose_panels, compress
+from .stats import weighted_quantile  # noqa: F401  (tests import it from here too)
 from .table import format_seconds, format_si
 
 __all__ = ["require_matplotlib", "plot_trace", "build_figure", "PlotResult", "default_phases", "CLIP_QUANTILE",
@@ -100,24 +101,6 @@ def _hold(t, v, grid):
 
     idx = np.searchsorted(t, grid, side="right") - 1
     return np.where(idx >= 0, v[np.clip(idx, 0, None)], np.nan)
-
-
-def weighted_quantile(values, weights, q: float) -> Optional[float]:
-    """The smallest finite value whose cumulative weight (values sorted) reaches ``q`` of the total: the
-    time-weighted quantile, as the table's percentiles; None without finite values."""
-    import numpy as np
-
-    v = np.asarray(values, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    ok = np.isfinite(v) & np.isfinite(w) & (w >= 0)
-    v, w = v[ok], w[ok]
-    if v.size == 0:
-        return None
-    order = np.argsort(v, kind="stable")
-    cw = np.cumsum(w[order])
-    if not cw[-1] > 0:
-        return float(v[order][-1])
-    return float(v[order][min(int(np.searchsorted(cw, q * cw[-1], side="left")), v.size - 1)])
 
 
 def default_phases(data: TraceData) -> List[Span]:

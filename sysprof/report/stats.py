@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from typing import Optional
 
 from ..sampling.registry import source_available
 from .model import TraceData
 from .units import unit_of
 
-__all__ = ["weighted_stats", "summarize", "channel_filter", "jsonable", "sampled_windows", "GAP_FACTOR"]
+__all__ = ["weighted_quantile", "weighted_stats", "summarize", "channel_filter", "jsonable", "sampled_windows",
+           "GAP_FACTOR"]
 
 #: a spacing of a trace's timestamps over this many median spacings ends a sampling window (Composer's profiling
 #: windows are seconds apart at millisecond sampling; a late sample is a few spacings)
@@ -41,28 +43,54 @@ def jsonable(x):
 
 
 
-def weighted_stats(values, weights) -> dict:
-    """min, mean, p50, p95, max of the finite values, mean and percentiles weighted by ``weights``."""
+def _finite(values, weights):
+    """The finite values with finite, non-negative weights, as float64 arrays."""
     import numpy as np
 
     v = np.asarray(values, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     ok = np.isfinite(v) & np.isfinite(w) & (w >= 0)
-    v, w = v[ok], w[ok]
+    return v[ok], w[ok]
+
+
+def _quantile_sorted(vs, cw, q: float) -> float:
+    """The smallest of the sorted values ``vs`` whose cumulative weight ``cw`` reaches ``q`` of the total."""
+    import numpy as np
+
+    return float(vs[min(int(np.searchsorted(cw, q * cw[-1], side="left")), vs.size - 1)])
+
+
+def weighted_quantile(values, weights, q: float) -> Optional[float]:
+    """The time-weighted quantile ``q`` of the finite values (the table's percentiles, and the plot's clip): the
+    smallest value whose cumulative weight (values sorted) reaches ``q`` of the total; with no positive weight,
+    the largest value; None without finite values."""
+    import numpy as np
+
+    v, w = _finite(values, weights)
+    if v.size == 0:
+        return None
+    order = np.argsort(v, kind="stable")
+    cw = np.cumsum(w[order])
+    if not cw[-1] > 0:
+        return float(v[order][-1])
+    return _quantile_sorted(v[order], cw, q)
+
+
+def weighted_stats(values, weights) -> dict:
+    """min, mean, p50, p95, max of the finite values, mean and percentiles weighted by ``weights``."""
+    import numpy as np
+
+    v, w = _finite(values, weights)
     if v.size == 0:
         return dict(min=None, mean=None, p50=None, p95=None, max=None)
     if not w.sum() > 0:
         w = np.ones_like(v)
     order = np.argsort(v, kind="stable")
     vs, cw = v[order], np.cumsum(w[order])
-    total = cw[-1]
-
-    def q(p):
-        return float(vs[min(int(np.searchsorted(cw, p * total, side="left")), vs.size - 1)])
-
     # A weighted mean lies in [min, max]; the float sum can round just outside (a constant 0.45 read 0.4499...).
     mean = min(max(float(np.dot(v, w) / w.sum()), float(vs[0])), float(vs[-1]))
-    return dict(min=float(vs[0]), mean=mean, p50=q(0.5), p95=q(0.95), max=float(vs[-1]))
+    return dict(min=float(vs[0]), mean=mean, p50=_quantile_sorted(vs, cw, 0.5), p95=_quantile_sorted(vs, cw, 0.95),
+                max=float(vs[-1]))
 
 
 def sampled_windows(data: TraceData):
