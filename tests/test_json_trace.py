@@ -28,8 +28,8 @@ def test_writer_roundtrip_layout_and_nan(tmp_path, name):
     w.close()
     w.close()  # idempotent
     raw = (gzip.open(path, "rt") if name.endswith(".gz") else open(path)).read()
-    assert raw == ('[\n{"name": "a", "ph": "C", "ts": 1, "args": {"z": 1.5}},\n'
-                   '{"name": "b", "ph": "i", "ts": 2, "args": {"limit": null}},\n{"name": "c", "ph": "i", "ts": 3}\n]\n')
+    assert raw == ('[\n{"name":"a","ph":"C","ts":1,"args":{"z":1.5}},\n'
+                   '{"name":"b","ph":"i","ts":2,"args":{"limit":null}},\n{"name":"c","ph":"i","ts":3}\n]\n')
     assert json.loads(raw)[0]["args"] == {"z": 1.5}
     assert w.bytes_written == len(raw)
     assert w.path == path

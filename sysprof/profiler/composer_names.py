@@ -41,6 +41,11 @@ COUNTER_RULES = (
     (r"process/vms_bytes", "process/memory", "vms_gb", 1, 1e9, "process", False, "GB"),
     (r"process/num_threads", "process/threads", "num_threads", 1, 1, "process", False, ""),
     (r"gpu/(?P<index>\d+)/(?P<f>[^/]+)", "gpu/{index}/{f}", "{f}", 1, 1, "gpu", False, None),
+    # load is sysprof's own (the seed has none): unscaled, in Composer's one-counter-per-field style for the
+    # fast-moving task counts (procs_running moves at nearly every ms sample; the averages every 5 s), so a
+    # change rewrites one small event, not the whole group
+    (r"load/(?P<f>1m|5m|15m)", "load", "{f}", 1, 1, "load", False, None),
+    (r"load/(?P<f>procs_running|procs_total)", "load/{f}", "{f}", 1, 1, "load", False, None),
 )
 
 #: torch CUDA allocator statistic -> counter name (Composer 0.32.1 memory monitor's names); ``*bytes*`` statistics

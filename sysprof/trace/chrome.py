@@ -37,7 +37,7 @@ __all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "c
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-_ENCODER = json.JSONEncoder(allow_nan=False, separators=(", ", ": "))
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))  # compact: ~12 B less per event
 _DECODER = json.JSONDecoder()
 _INF = float("inf")
 
