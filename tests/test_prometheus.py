@@ -103,7 +103,7 @@ def test_window_extremes_slide_and_histograms_count():
 # ------------------------------------------------------------------ scraped over loopback
 
 CHANNELS = ("cpu/percent", "memory/used_bytes", "disk/sda/read_bytes", "gpu/0/utilization_percent",
-            "gpu/0/temperature_celsius")
+            "gpu/0/temperature_celsius", "cpu/3/percent")
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_scrape_exact_names_types_labels_values_and_a_burst(endpoint):
     clock = {"t": T0 + 2 * S}
     ep = endpoint(s, clock, window=15.0)
     # five 1 ms rows; memory bursts to 9e9 for one row, the last row is back at 1e9
-    s.rows = [(T0 + S + k * MS, [c, m, 4096.0 * (k + 1), g, 40.0])
+    s.rows = [(T0 + S + k * MS, [c, m, 4096.0 * (k + 1), g, 40.0, c])
               for k, (c, m, g) in enumerate(((25.0, 1e9, 50.0), (50.0, 9e9, 100.0), (75.0, 1e9, NAN),
                                              (100.0, 1e9, 0.0), (NAN, 1e9, 25.0)))]
     status, text = scrape(ep.url)
@@ -153,6 +153,8 @@ def test_scrape_exact_names_types_labels_values_and_a_burst(endpoint):
     assert fams["sysprof_sampler_rows"][1] == {("sysprof_sampler_rows_total", ()): 5}
     assert fams["sysprof_window_seconds"][1] == {("sysprof_window_seconds", ()): 15.0}
     assert "sysprof_gpu_temperature_celsius_samples" not in fams  # histograms are for ratios only
+    assert fams["sysprof_cpu_core_busy_ratio_max"][1] == {("sysprof_cpu_core_busy_ratio_max", (("cpu", "3"),)): 1.0}
+    assert "sysprof_cpu_core_busy_ratio_samples" not in fams  # ... and not per CPU
     # a second scraper sees the same burst (a scrape resets nothing); 16 s later it has left the window
     assert parsed(scrape(ep.url)[1])["sysprof_memory_used_bytes_max"][1] == {("sysprof_memory_used_bytes_max", ()): 9e9}
     clock["t"] = T0 + 17 * S

@@ -5,7 +5,8 @@ Per family (a gauge ``G``, a counter ``C``, a ratio gauge ``R``):
 
 * ``G`` / ``C_total``: the newest row's value (``Sampler.latest()``, else the newest row folded);
 * ``G_max``, ``G_min``: over the sliding window (:mod:`sysprof.prometheus.window`; the newest row included);
-* ``R_samples_bucket{le=...}``, ``R_samples_sum``, ``R_samples_count``: the histogram of every sample since start;
+* ``R_samples_bucket{le=...}``, ``R_samples_sum``, ``R_samples_count``: the histogram of every sample since start
+  (not per CPU);
 * ``sysprof_sampler_rows_total``, ``sysprof_sampler_dropped_rows_total``, ``sysprof_sampler_missed_deadlines_total``
   (the sampler's ``stats``), ``sysprof_sampler_interval_seconds`` and ``sysprof_window_seconds``.
 

@@ -111,7 +111,7 @@ class PrometheusEndpoint:
         hist = []
         for fam in self.families:
             self._divisor[fam.columns] = fam.metric.divisor
-            if fam.metric.ratio and fam.metric.type == "gauge":
+            if fam.metric.ratio and fam.metric.type == "gauge" and fam.metric.label != "cpu":
                 hist += fam.columns
         self.window = Window(len(sampler.channels), float(window), slots, sorted(hist), clock)
         self._last: Optional[np.ndarray] = None

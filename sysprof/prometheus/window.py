@@ -9,13 +9,16 @@ Why these two (a Prometheus server scrapes every 15-60 s; sysprof samples every 
   (an HA pair, a second team's) scrape the same target and a scrape cannot tell whose it is, so a window that a
   scrape resets would hand each burst to only one of them. A sliding window makes a scrape read-only: every
   scraper sees the same answer. Set it to the scrape interval (or above; a longer window only holds a burst
-  longer). This is the ``max``/``min`` gauge pair Micrometer's and client_golang's summaries (``MaxAge``) keep.
+  longer). Micrometer's ``_max`` gauges work so (a maximum over a sliding, decaying window, 2 minutes by
+  default), as do client_golang's summary quantiles (over ``MaxAge``).
 * ``<ratio>_samples`` histograms (``_bucket{le=...}``, ``_sum``, ``_count``) of every ratio channel's samples,
   cumulative since start: ``histogram_quantile(0.99, rate(sysprof_cpu_busy_ratio_samples_bucket[5m]))`` is the
   99th percentile of the millisecond samples over any range, summed over hosts if wanted. A histogram, not a
   summary's quantiles, because the Prometheus documentation recommends histograms for anything aggregated or
   queried over a range, and because its counters need no window at all (independent of who scrapes and when).
   Ratios have a fixed 0-1 scale, so fixed buckets (:data:`RATIO_BUCKETS`) fit them; other units have none.
+  Per-CPU ratios (``{cpu="N"}``) get none: 12 series per CPU would be most of a large host's scrape, and
+  their ``_max``/``_min`` show a core's burst.
 
 Unknown values (NaN) count in neither.
 """
