@@ -35,13 +35,6 @@ class FakeSampler:
     def __init__(self, channels, devices=()):
         self.channels, self.devices, self.rows, self.interval = tuple(channels), list(devices), [], 0.001
         self.stats = {"taken": 0, "dropped": 0, "missed_deadlines": 0}
-        self.errors, self.running = {}, False
-
-    def start(self):
-        self.running = True
-
-    def stop(self):
-        self.running = False
 
     def drain(self):
         rows, self.rows = self.rows, []

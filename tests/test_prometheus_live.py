@@ -22,7 +22,8 @@ from sysprof.prometheus import PrometheusEndpoint  # noqa: E402
 from sysprof.sampling.sampler import native_available  # noqa: E402
 
 from cli_support import SYSPROF, assert_one_line_error, run_cli  # noqa: E402
-from prometheus_support import FakeSampler, parsed, scrape  # noqa: E402
+from prometheus_support import parsed, scrape  # noqa: E402
+from test_system_profiler import FakeSampler  # noqa: E402 - SystemProfiler's own stand-in
 
 FIXTURES = Path(__file__).parent / "fixtures"
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")
@@ -177,3 +178,24 @@ def test_system_profiler_serves_what_it_drains(monkeypatch, recording_handler):
     assert sysp._endpoint is None
     with pytest.raises(OSError):
         scrape(ep.url)
+
+
+def test_system_profiler_goes_on_when_the_port_is_taken(monkeypatch, recording_handler, caplog):
+    """Two ranks on a node asking for the same port: the second one's training is not stopped, it logs."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        sampler = FakeSampler(("memory/used_bytes",))
+        monkeypatch.setattr(SystemProfiler, "_make_sampler", lambda self: sampler)
+        prof = Profiler(schedule=lambda s: "active", trace_handlers=[recording_handler], sys_prof_memory=True)
+        sysp = prof.system_profiler
+        sysp.prometheus_listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        prof.start()
+        assert sysp._endpoint is None and sampler.running
+        assert "no Prometheus endpoint on 127.0.0.1:" in caplog.text
+        prof.stop()
+    finally:
+        taken.close()

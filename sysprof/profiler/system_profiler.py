@@ -364,7 +364,7 @@ class SystemProfiler(Callback):
         try:
             self._endpoint = PrometheusEndpoint(sampler, listen=self.prometheus_listen, drain=False,
                                                 window=self.prometheus_window_seconds)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # the address is taken (another rank's?), or the window too long
             log.warning("sysprof SystemProfiler: no Prometheus endpoint on %s: %s", self.prometheus_listen, e)
 
     def _note_cuda_device(self) -> None:
