@@ -34,10 +34,18 @@ def by_phase(trace, patterns):
     return phases_frame(trace, patterns)
 
 
+def serve(listen="127.0.0.1:9464", **kwargs):
+    """Samples and serves ``/metrics`` to Prometheus on ``listen`` (loopback by default) until the returned
+    endpoint's ``stop()``: see :func:`sysprof.prometheus.serve`. Needs ``sysprof[prometheus]``."""
+    from .prometheus import serve as _serve
+
+    return _serve(listen, **kwargs)
+
+
 __version__ = "0.1.0"
 __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
-    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "mark", "mark_instant", "__version__",
+    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "mark", "mark_instant", "serve", "__version__",
 ]

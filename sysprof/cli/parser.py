@@ -10,6 +10,7 @@ from .export import FORMATS as EXPORT_FORMATS, cmd_export
 from .info import cmd_info
 from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
                      cmd_record)
+from .serve import add_serve_parser
 from .sources import add_interval_flags, add_source_flags
 
 
@@ -118,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only channels matching this glob or substring (repeatable)")
     ex.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
     ex.set_defaults(func=cmd_export)
+
+    add_serve_parser(sub)
 
     b = sub.add_parser("bench", help="run the benchmarks (benchmarks/run.py of a source checkout)", add_help=False)
     b.add_argument("bench_args", nargs=argparse.REMAINDER)

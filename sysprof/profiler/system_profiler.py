@@ -181,6 +181,10 @@ class SystemProfiler(Callback):
         devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
             (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
         changes_only: what handlers without ``process_counter_rows`` get (see below).
+        prometheus_listen: also serve the samples at ``http://ADDR/metrics`` for Prometheus (``"127.0.0.1:9464"``;
+            loopback unless a host is given; see :mod:`sysprof.prometheus`), from ``init`` to ``close``, fed by this
+            callback's drains; an address that cannot be bound is logged, not raised. Needs
+            ``sysprof[prometheus]``. ``prometheus_window_seconds``: the window of its ``_max``/``_min`` gauges.
 
     Changes only: a handler with ``process_counter_rows`` (sysprof's :class:`~sysprof.JSONTraceHandler`) gets every
     row and writes changes only itself (its ``changes_only``); a handler without it (Composer's) gets a counter's
@@ -191,7 +195,8 @@ class SystemProfiler(Callback):
 
     Raises:
         ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
-            (or is a bool); ``devices`` is not a list of globs (see :mod:`sysprof.sampling.devices`).
+            (or is a bool); ``devices`` is not a list of globs (see :mod:`sysprof.sampling.devices`); a bad
+            ``prometheus_listen``. ImportError: ``prometheus_listen`` without prometheus_client.
     """
 
     def __init__(
@@ -209,9 +214,19 @@ class SystemProfiler(Callback):
         intervals: Optional[Dict[str, float]] = None,
         devices: Optional[list] = None,
         changes_only: bool = True,
+        prometheus_listen: Optional[str] = None,
+        prometheus_window_seconds: float = 15.0,
         **sources: bool,
     ) -> None:
         super().__init__()
+        if prometheus_listen is not None:
+            from sysprof.prometheus.endpoint import parse_listen, require_prometheus_client
+
+            require_prometheus_client()
+            parse_listen(prometheus_listen)
+        self.prometheus_listen = prometheus_listen
+        self.prometheus_window_seconds = _seconds("prometheus_window_seconds", prometheus_window_seconds)
+        self._endpoint: Any = None
         from sysprof.sampling.devices import check_devices
 
         self.devices = list(check_devices(devices)) if devices is not None else None
@@ -252,6 +267,7 @@ class SystemProfiler(Callback):
         self._stop = threading.Event()
         self._thread = None
         self.sampler = None
+        self._endpoint = None  # its server thread is the parent's
 
     # ------------------------------------------------------------------ lifecycle
     def _make_sampler(self) -> Any:
@@ -298,6 +314,7 @@ class SystemProfiler(Callback):
                                  for stat, name in CUDA_MEMORY_KEYS.items()})
         self._layout = layout
         self.sampler = sampler
+        self._start_endpoint(sampler)
         self._observe(state)
         sampler.start()
         self._last_drain = time.monotonic()
@@ -334,6 +351,21 @@ class SystemProfiler(Callback):
             sampler.stop()
             self._drain(cycle_end=True)
             self.sampler = None
+        endpoint, self._endpoint = self._endpoint, None
+        if endpoint is not None:
+            endpoint.stop()
+
+    def _start_endpoint(self, sampler: Any) -> None:
+        """The Prometheus endpoint of ``prometheus_listen``, fed by :meth:`_drain` (a bind failure is logged)."""
+        if self.prometheus_listen is None:
+            return
+        from sysprof.prometheus.endpoint import PrometheusEndpoint
+
+        try:
+            self._endpoint = PrometheusEndpoint(sampler, listen=self.prometheus_listen, drain=False,
+                                                window=self.prometheus_window_seconds)
+        except (OSError, ValueError) as e:  # the address is taken (another rank's?), or the window too long
+            log.warning("sysprof SystemProfiler: no Prometheus endpoint on %s: %s", self.prometheus_listen, e)
 
     def _note_cuda_device(self) -> None:
         """Remember the calling (training) thread's current CUDA device once CUDA is initialized (never initializes
@@ -367,6 +399,8 @@ class SystemProfiler(Callback):
             if sampler is None:
                 return
             batch = sampler.drain()
+            if self._endpoint is not None:
+                self._endpoint.feed(batch)
             n = len(batch)
             self._counts["rows_drained"] += n
             if n:

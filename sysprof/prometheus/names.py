@@ -1,0 +1,137 @@
+"""The one mapping from the registry's channels to Prometheus metric families: names, types, labels, divisor.
+
+Rules (:func:`metric_of`, applied to each registry pattern; nothing else names a metric):
+
+* ``sysprof_`` + the pattern's path parts joined by ``_``: ``memory/used_bytes`` -> ``sysprof_memory_used_bytes``.
+* A per-device part becomes a label (:data:`LABELS`): ``disk/<dev>/read_bytes`` ->
+  ``sysprof_disk_read_bytes_total{device="nvme0n1"}``, ``net/<nic>/...{device="eth0"}`` (node_exporter's label
+  for both), ``cpu/<id>/percent{cpu="3"}``, ``gpu/<index>/...{gpu="0", uuid="GPU-..."}``, ``process_tree/<slot>/...
+  {slot="2"}``. Where the name without the part would be the summed channel's (``cpu/percent`` and
+  ``cpu/<id>/percent``), the part leaves a word instead (:data:`INFIX`): ``sysprof_cpu_core_busy_ratio{cpu="3"}``.
+* Kinds: ``counter``, ``counter32`` and ``ticks`` are Prometheus counters (``_total`` added where the channel's name
+  lacks it: ``sysprof_disk_read_bytes_total``, ``sysprof_gpu_energy_joules_total``); ``gauge`` and ``rate`` are
+  gauges (a rate is sysprof's own per-interval rate, kept for its window maximum; ``rate()`` of the counter is
+  the Prometheus way to the mean rate). A gauge never ends in ``_total`` (``load/procs_total``, every scheduling
+  entity, is ``sysprof_load_procs``), nor in ``_count``, ``_sum`` or ``_bucket`` (none does).
+* Units are Prometheus base units. Percents become ratios (``_percent`` -> ``_ratio``, value / 100; a bare
+  ``percent`` is a busy share: ``_busy_ratio``), as the Prometheus naming guide's base-unit table and
+  node_exporter do (no exporter of the Prometheus project exports percents; ``rate(node_cpu_seconds_total)`` is a
+  0-1 ratio too, so sysprof's values compare and divide with theirs); a share of wall time (``s/s``,
+  ``..._seconds_per_second``) is a ratio already (``_ratio``); ``_hz`` -> ``_hertz``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..sampling.registry import SOURCES, ChannelSpec, channel_spec
+
+__all__ = ["PREFIX", "LABELS", "INFIX", "Metric", "metric_of", "all_metrics", "Family", "families"]
+
+PREFIX = "sysprof_"
+#: per-device placeholder -> Prometheus label
+LABELS: Dict[str, str] = {"dev": "device", "nic": "device", "id": "cpu", "index": "gpu", "slot": "slot"}
+#: placeholders whose channels sit beside a summed channel of the same leaf: the word that keeps them apart
+INFIX: Dict[str, str] = {"id": "core", "slot": "member"}
+COUNTER_KINDS = ("counter", "counter32", "ticks")
+RATIO_UNITS = ("%", "s/s")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A Prometheus family of one registry pattern. ``name`` is the family's (a counter's without ``_total``:
+    prometheus_client adds it); ``label`` the per-device label or None; values are divided by ``divisor`` (100 for a percent)."""
+
+    pattern: str
+    name: str
+    type: str  # "counter" | "gauge"
+    label: Optional[str]
+    divisor: float
+    help: str
+
+    @property
+    def ratio(self) -> bool:
+        return self.name.endswith("_ratio")
+
+    @property
+    def exposed(self) -> str:
+        """The sample name as scraped: a counter's with ``_total``."""
+        return self.name + "_total" if self.type == "counter" else self.name
+
+
+def _leaf(leaf: str, spec: ChannelSpec) -> Tuple[str, float]:
+    if spec.unit == "%":
+        return ("busy_ratio" if leaf == "percent" else re.sub(r"percent$", "ratio", leaf)), 100.0
+    if spec.unit == "s/s":
+        return re.sub(r"(_time)?_seconds_per_second$", r"\1_ratio", leaf), 1.0
+    if spec.unit == "Hz":
+        return re.sub(r"_hz$", "_hertz", leaf), 1.0
+    return leaf, 1.0
+
+
+@lru_cache(maxsize=None)
+def metric_of(spec: ChannelSpec) -> Metric:
+    """The family of a registry channel pattern (the rules above)."""
+    parts = spec.pattern.split("/")
+    words, label = [], None
+    for i, part in enumerate(parts):
+        m = re.fullmatch(r"<([a-z]+)>", part)
+        if m is None:
+            words.append(_leaf(part, spec)[0] if i == len(parts) - 1 else part)
+            continue
+        label = LABELS[m.group(1)]
+        if m.group(1) in INFIX:
+            words.append(INFIX[m.group(1)])
+    name = PREFIX + "_".join(words)
+    counter = spec.kind in COUNTER_KINDS
+    if name.endswith("_total"):  # a counter's is added back by prometheus_client; a gauge's would mislead
+        name = name[: -len("_total")]
+    help_text = spec.help + (" (ratio: percent / 100)" if spec.unit == "%" else "")
+    return Metric(spec.pattern, name, "counter" if counter else "gauge", label, _leaf(parts[-1], spec)[1],
+                  f"{help_text}; from {spec.field}")
+
+
+def all_metrics() -> List[Metric]:
+    """Every registry pattern's family, in registry order."""
+    return [metric_of(c) for src in SOURCES.values() for c in src.channels]
+
+
+@dataclass
+class Family:
+    """One family as a sampler's channels fill it: ``columns`` (indices into the row) and, per column, its
+    label values (``()`` without a label; a GPU's are ``(index, uuid)``)."""
+
+    metric: Metric
+    labels: Tuple[str, ...]
+    columns: List[int]
+    values: List[Tuple[str, ...]]
+
+
+def _device_part(pattern: str, channel: str) -> str:
+    parts, got = pattern.split("/"), channel.split("/")
+    for p, g in zip(parts, got):
+        if p.startswith("<"):
+            return g
+    return ""
+
+
+def families(channels: Sequence[str], gpus: Iterable[dict] = ()) -> List[Family]:
+    """The families of a sampler's ``channels`` (its ``Sampler.channels``), in order of their first channel;
+    ``gpus`` is ``Sampler.devices`` (for the ``uuid`` label). Channels the registry does not declare are left out."""
+    uuid = {str(d.get("index")): str(d.get("uuid", "")) for d in gpus}
+    out: Dict[str, Family] = {}
+    for col, ch in enumerate(channels):
+        spec = channel_spec(ch)
+        if spec is None:
+            continue
+        m = metric_of(spec)
+        fam = out.get(m.name)
+        if fam is None:
+            labels = () if m.label is None else ("gpu", "uuid") if m.label == "gpu" else (m.label,)
+            fam = out[m.name] = Family(m, labels, [], [])
+        part = _device_part(spec.pattern, ch)
+        fam.columns.append(col)
+        fam.values.append(() if m.label is None else (part, uuid.get(part, "")) if m.label == "gpu" else (part,))
+    return list(out.values())
