@@ -6,6 +6,7 @@
     sysprof info [--json]
     sysprof repair TRACE
     sysprof export TRACE -o OUT.parquet|OUT.csv|- [--format parquet|csv] [-k PATTERN] [--force]
+    sysprof serve [--listen 127.0.0.1:9464] [--window 15s] [SOURCE FLAGS] [--pid PID]   (Prometheus /metrics)
     sysprof bench [ARGS...]          (runs benchmarks/run.py of a source checkout)
 
 Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tracing), written by

@@ -86,6 +86,8 @@ class Profiler(Callback):
             sys_prof_per_cpu, sys_prof_rates, sys_prof_intervals, sys_prof_devices: sysprof extensions, passed to the
             system profiler as ``profile_gpu``, ``profile_process``, ``per_cpu``, ``rates``, ``intervals``,
             ``devices`` (the disks and NICs sampled: globs, see :class:`sysprof.Sampler`).
+        sys_prof_prometheus_listen: serve the system profiler's samples at ``/metrics`` on this address
+            (``SystemProfiler(prometheus_listen=...)``; loopback unless a host is given).
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
             tracing (``torch_prof_record_shapes``, ``_profile_memory``, ``_with_stack``, ``_with_flops`` true or
@@ -110,6 +112,7 @@ class Profiler(Callback):
         sys_prof_rates: bool = False,
         sys_prof_intervals: Optional[Dict[str, float]] = None,
         sys_prof_devices: Optional[Sequence[str]] = None,
+        sys_prof_prometheus_listen: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -148,7 +151,8 @@ class Profiler(Callback):
                 profile_cpu=sys_prof_cpu, profile_memory=sys_prof_memory, profile_disk=sys_prof_disk,
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
                 per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
-                devices=sys_prof_devices, **{f"profile_{n}": v for n, v in sources.items()}))
+                devices=sys_prof_devices, prometheus_listen=sys_prof_prometheus_listen,
+                **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:
