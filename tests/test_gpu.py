@@ -260,7 +260,8 @@ def _check_hang(s, f, batches, seen, *, host: str, margin_ns: int, late_ms: str)
 @needs_native
 def test_hung_call_keeps_host_rows(fake):
     f = fake(hang_at=20, hang_ms=3000)  # the reader's 19th reading blocks for 3 s
-    s = sysprof.Sampler(interval=0.005, cpu=True, memory=True, disk=False, net=False, gpu=True, backend="native")
+    s = sysprof.Sampler(interval=0.005, cpu=True, memory=True, disk=False, net=False, gpu=True, backend="native",
+                        gpu_interval=0.005)  # the reader at the sampler's interval (late: 5 + 250 ms)
     s.start()
     batches, seen = [], []
     _collect(s, f, batches, seen)
@@ -369,7 +370,8 @@ def test_fork_child_makes_its_own_gpu_sampler(fake, fresh_pynvml, backend):
 @pytest.mark.skipif(not native_available()[0], reason="compares with the native source's rule")
 def test_pynvml_hung_call_keeps_host_rows(fake, fresh_pynvml):
     f = fake(hang_at=10, hang_ms=3000)
-    s = sysprof.Sampler(interval=0.005, cpu=False, memory=True, disk=False, net=False, gpu=True, backend="psutil")
+    s = sysprof.Sampler(interval=0.005, cpu=False, memory=True, disk=False, net=False, gpu=True, backend="psutil",
+                        gpu_interval=0.005)  # the reader at the sampler's interval (late: 5 + 250 ms)
     assert s.backend == "psutil"
     s.start()
     batches, seen = [], []

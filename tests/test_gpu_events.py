@@ -59,7 +59,7 @@ def test_device_that_cannot_register_reads_nan(fake, fresh_pynvml, backend):  # 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_older_driver_without_event_symbols(fake, fresh_pynvml, backend):  # noqa: F811
-    f = fake("minimal", xids=XIDS)
+    f = fake("noevents", xids=XIDS)
     s = gpu_sampler(backend)
     for d in (0, 1):
         assert (f"gpu/{d}: xid_total, xid_last read NaN (nvmlEventSetCreate: NVML_ERROR_FUNCTION_NOT_FOUND)"

@@ -34,8 +34,8 @@
  *
  * Introspection for the tests (ctypes): fake_nvml_calls(name, device) counts calls of a function
  * ("field:<id>" counts requests of a field id; device -1: nvmlInit_v2, nvmlInitWithFlags,
- * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (nvmlShutdown while another call
- * was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
+ * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (the last nvmlShutdown while another
+ * call was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
  * fake_nvml_hanging() (calls blocked in a hang now) and fake_nvml_hang_begin_ns() / _end_ns()
  * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
  */
@@ -243,7 +243,10 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 }
 EXPORT nvmlReturn_t nvmlShutdown(void) {
   bump("nvmlShutdown", -1);
-  if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) __atomic_add_fetch(&unsafe_shutdowns, 1, __ATOMIC_SEQ_CST);
+  /* Unsafe: the last shutdown (the library really closes) while a call is in flight. An earlier one only drops
+   * a reference, as NVML's own reference count does, while another client's XID wait may be in flight. */
+  if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0 && __atomic_load_n(&refcount, __ATOMIC_SEQ_CST) == 1)
+    __atomic_add_fetch(&unsafe_shutdowns, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&refcount, __ATOMIC_SEQ_CST) <= 0) return NVML_ERROR_UNINITIALIZED;
   __atomic_sub_fetch(&refcount, 1, __ATOMIC_SEQ_CST);
   return NVML_SUCCESS;
@@ -418,7 +421,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
 #endif
 
 /* ---- XID events (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree) ----
- * Absent from the FAKE_NVML_MINIMAL build (an older driver: FUNCTION_NOT_FOUND). Read at nvmlEventSetCreate:
+ * Absent from the -DFAKE_NVML_NO_EVENTS build (FUNCTION_NOT_FOUND); kept in the minimal one (the event API is
+ * older than the _v2 getters). Read at nvmlEventSetCreate:
  *   FAKE_NVML_XIDS=<dev>:<xid>:<ms>,...  XIDs delivered to a wait once <ms> after the first nvmlInit have
  *                                        passed, in this order, on a device that registered for them
  *   FAKE_NVML_EVENTS_UNSUPPORTED=1       device 1 answers NOT_SUPPORTED to nvmlDeviceRegisterEvents
@@ -427,7 +431,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
  * FAKE_NVML_HANG_CALL=nvmlEventSetWait_v2 with FAKE_NVML_HANG_AT=-1 makes every wait block for
  * FAKE_NVML_HANG_MS regardless of its timeout. A wait counts as a call in flight (fake_nvml_unsafe_shutdowns).
  * fake_nvml_xids_sent() says how many scripted XIDs were delivered. */
-#ifndef FAKE_NVML_MINIMAL
+#ifndef FAKE_NVML_NO_EVENTS
 #define NVML_ERROR_TIMEOUT_ 10
 #define EVENT_XID 0x8ull
 typedef struct fake_event_set *nvmlEventSet_t;

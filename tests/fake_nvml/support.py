@@ -38,7 +38,7 @@ def fake_builds(tmp_path_factory):
         pytest.skip("no C compiler to build the fake NVML library")
     out = tmp_path_factory.mktemp("fake_nvml")
     libs = {}
-    for kind, flags in (("full", []), ("minimal", ["-DFAKE_NVML_MINIMAL"])):
+    for kind, flags in (("full", []), ("minimal", ["-DFAKE_NVML_MINIMAL"]), ("noevents", ["-DFAKE_NVML_NO_EVENTS"])):
         path = out / f"{kind}.so"
         subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(path), FAKE_SRC],
                        check=True)
@@ -157,6 +157,7 @@ def quiet(f: Fake, name: str, device: int, still: float = 0.3) -> bool:
 def gpu_sampler(backend: str, **kw) -> sysprof.Sampler:
     args = dict(NO_HOST, gpu=True, interval=0.001, backend=backend)
     args.update(kw)
+    args.setdefault("gpu_interval", args["interval"])  # the reader at the sampler's interval (default: 10 ms)
     return sysprof.Sampler(**args)
 
 
