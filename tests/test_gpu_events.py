@@ -151,6 +151,10 @@ def test_record_writes_xid_instants_and_report_lists_them(fake, tmp_path, suffix
     xids = [i for i in data.instants if i.name == XID_EVENT]
     assert [(i.args["gpu"], i.args["xid"], i.args["count"]) for i in xids] == [(0, 79, 1)]
     assert xids[0].args["meaning"] == "GPU has fallen off the bus"
+    # the stop event holds each GPU channel's refresh period as recorded (the fake changes at every read)
+    refresh = data.stop["gpu_refresh_s"]
+    assert set(refresh) == {c for c in data.meta["channels"] if c.startswith("gpu/") and "/xid_" not in c}
+    assert refresh["gpu/0/power_watts"] > 0 and refresh["gpu/0/memory_total_bytes"] is None
     rep = run_cli("report", "--json", out)
     assert rep.returncode == 0, rep.stderr
     lines = json.loads(rep.stdout)["gpu_xid_events"]

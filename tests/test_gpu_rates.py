@@ -110,3 +110,24 @@ def test_joules_per_phase_from_the_energy_counter():
     assert (energy.amount, energy.amount_unit) == (pytest.approx(100.0), "J")
     assert phase.channels["gpu/0/power_watts"].amount == pytest.approx(80.0)
     assert is_key_channel("gpu/0/energy_joules")  # shown in report --by's table
+
+
+def test_change_tracker_over_batches():
+    import types
+
+    from sysprof.sampling.gpu_refresh import ChangeTracker
+
+    class B(types.SimpleNamespace):
+        def __len__(self):
+            return len(self.timestamps_ns)
+
+    ms = 1_000_000
+    tr = ChangeTracker(["cpu/percent", "gpu/0/power_watts", "gpu/0/xid_total", "gpu/0/memory_total_bytes"])
+    assert [c for c, _ in tr.cols] == ["gpu/0/power_watts", "gpu/0/memory_total_bytes"]  # XIDs are events
+    nan = math.nan
+    # power changes at 20, 40 ms (batch 1) and 60 ms (batch 2); a NaN row between does not count as a change
+    tr.update(B(timestamps_ns=np.array([0, 10, 20, 30, 40]) * ms,
+                values=np.array([[1, 100, 0, 8], [1, 100, 0, 8], [1, 110, 0, 8], [1, nan, 0, 8], [1, 120, 0, 8]],
+                                dtype=float)))
+    tr.update(B(timestamps_ns=np.array([50, 60]) * ms, values=np.array([[1, 120, 0, 8], [1, 130, 0, 8]], dtype=float)))
+    assert tr.periods() == {"gpu/0/power_watts": 0.02, "gpu/0/memory_total_bytes": None}

@@ -61,3 +61,47 @@ def describe_period(p: Dict[str, Optional[float]]) -> str:
         return f"{p['period_s'] * 1e3:.3g} ms"
     at_least = p.get("at_least_s")
     return f">= {at_least * 1e3:.0f} ms" if isinstance(at_least, float) and math.isfinite(at_least) else "no value"
+
+
+class ChangeTracker:
+    """The same rule over a recording's drained rows (``sysprof record`` stores the result in its stop event as
+    ``gpu_refresh_s``): per GPU channel, the median time between changes seen at the recording's GPU interval (so
+    never below it). At most ``MAX_GAPS`` gaps are kept per channel (the latest); allocation is per batch."""
+
+    MAX_GAPS = 4096
+
+    def __init__(self, channels) -> None:
+        self.cols = [(c, i) for i, c in enumerate(channels) if c.startswith("gpu/") and "/xid_" not in c]
+        self.last_v = [math.nan] * len(self.cols)
+        self.last_change = [None] * len(self.cols)
+        self.gaps = [[] for _ in self.cols]
+
+    def update(self, batch) -> None:
+        import numpy as np
+
+        if not self.cols or len(batch) == 0:
+            return
+        t_all = np.asarray(batch.timestamps_ns, dtype=np.int64)
+        for k, (_, i) in enumerate(self.cols):
+            v = np.asarray(batch.values[:, i], dtype=float)
+            ok = np.isfinite(v)
+            v, t = v[ok], t_all[ok]
+            if not len(v):
+                continue
+            prev = np.concatenate(([self.last_v[k]], v[:-1]))
+            changed = v != prev
+            if math.isnan(self.last_v[k]):
+                changed[0] = False  # the first value is where it starts, not a change
+            at = t[changed].tolist()
+            if self.last_change[k] is not None:
+                at.insert(0, self.last_change[k])
+            if len(at) > 1:
+                self.gaps[k].extend(int(b - a) for a, b in zip(at, at[1:]))
+                del self.gaps[k][:-self.MAX_GAPS]
+            if at:
+                self.last_change[k] = at[-1]
+            self.last_v[k] = float(v[-1])
+
+    def periods(self) -> Dict[str, Optional[float]]:
+        """channel -> median seconds between changes, None with fewer than two changes seen."""
+        return {c: (float(sorted(g)[len(g) // 2]) / 1e9 if g else None) for (c, _), g in zip(self.cols, self.gaps)}
