@@ -9,7 +9,8 @@ runs on the fake NVML library (tests/fake_nvml) so that it is known to work befo
              the XID waiter, per device: supported or not (the pynvml call's answer), cost per call (pynvml,
              median and p99; the floor of a trivial pynvml call shown apart), the refresh period of the
              channels it writes (read every 1 ms for --seconds by the native sampler, under a matmul load
-             where torch has CUDA: sysprof/sampling/gpu_refresh.py)
+             where torch has CUDA: sysprof/sampling/gpu_refresh.py); and what nvmlDeviceGetSamples buffers per
+             type (power, utilisation, clocks): how many samples, how far apart by the driver's timestamps
 2 sampler    the native sampling thread's cost per tick at a 1 ms gpu interval (the copy of the reader's latest
              reading), and the energy counter's increase against the integral of power_watts over the same rows
 3 training   the step time of a real torch training loop (an MLP, bf16, AdamW) with no sampling, with the native
@@ -115,6 +116,31 @@ def probe_metrics(pynvml, handles, n):
                 continue
             rows[key] = {"supported": True, "answer": "NVML_SUCCESS", **time_call(fn, n)}
         res["devices"][idx] = rows
+    return res
+
+
+SAMPLE_TYPES = {0: "power (NVML_TOTAL_POWER_SAMPLES)", 1: "gpu utilization (NVML_GPU_UTILIZATION_SAMPLES)",
+                2: "memory utilization (NVML_MEMORY_UTILIZATION_SAMPLES)", 5: "SM clock (NVML_PROCESSOR_CLK_SAMPLES)",
+                6: "memory clock (NVML_MEMORY_CLK_SAMPLES)"}
+
+
+def driver_samples(pynvml, handles):
+    """Per device and type: what nvmlDeviceGetSamples buffers (count, spacing of the driver's timestamps)."""
+    res = {}
+    for idx, h in handles:
+        rows = {}
+        for typ, name in SAMPLE_TYPES.items():
+            try:
+                _, samples = pynvml.nvmlDeviceGetSamples(h, typ, 0)
+            except Exception as exc:  # noqa: BLE001 - NVMLError, or an older pynvml/driver without it
+                code = getattr(exc, "value", None)
+                rows[name] = {"answer": nvlib.code_name(pynvml, code) if isinstance(code, int) else type(exc).__name__}
+                continue
+            ts = np.array(sorted(x.timeStamp for x in samples), dtype=np.int64)
+            gap = np.diff(ts) / 1e3 if len(ts) > 1 else np.array([])
+            rows[name] = {"answer": "NVML_SUCCESS", "samples": len(ts), "median_gap_ms": float(np.median(gap)) if
+                          len(gap) else None, "span_s": float(ts[-1] - ts[0]) / 1e6 if len(ts) > 1 else 0.0}
+        res[idx] = rows
     return res
 
 
@@ -285,6 +311,14 @@ def markdown(out) -> str:
             L.append(f"| {key} | `{m['call']}` | {sup} | {fmt_us(row)} | {ref or '-'} |")
         L.append(f"| xid events | `nvmlDeviceRegisterEvents` | {out['xid'][d]} | - | events (a waiter thread) |")
         L.append("")
+    L += ["## 1b Driver samples (nvmlDeviceGetSamples)", "", "What the driver buffers, read once after the 1 ms run "
+          "(not yet drained by the sampler).", "", "| device | type | answer | samples | median gap (ms) | span (s) |",
+          "|---|---|---|---|---|---|"]
+    for d, rows in out["driver_samples"].items():
+        for name, r in rows.items():
+            gap = f"{r['median_gap_ms']:.1f}" if r.get("median_gap_ms") is not None else "-"
+            L.append(f"| gpu/{d} | {name} | {r['answer']} | {r.get('samples', '-')} | {gap} | {r.get('span_s', '-')} |")
+    L.append("")
     st = out["sampler"]
     L += ["## 2 Sampler at 1 ms", "", f"- sampling thread per tick: mean {st['sample_ns_mean'] / 1e3:.1f} us, p99 "
           f"{st['sample_ns_p99'] / 1e3:.1f} us ({len(out['devices'])} device(s); NVML runs on the reader thread)",
@@ -357,6 +391,7 @@ def main(argv=None) -> int:
     out["sampler"] = {"sample_ns_mean": st["sample_ns_mean"], "sample_ns_p99": st["sample_ns_p99"], "rows": len(b),
                       "missed_deadlines": st["missed_deadlines"], "gpu_reads": st["reads"].get("gpu")}
     out["energy"] = energy_check(b, [d["index"] for d in out["devices"]])
+    out["driver_samples"] = driver_samples(pynvml, handles)
     del s, b
     if torch is None:
         out["training"] = f"{no_torch}; the training-step overhead needs torch with CUDA"

@@ -536,3 +536,40 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return set == &event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 #endif
+
+/* ---- the driver's buffered samples (nvmlDeviceGetSamples), for benchmarks/gpu_check.py ----
+ * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s), for NVML_TOTAL_POWER_SAMPLES (0:
+ * 250000 + 1000 (k % 10) mW, unsigned int), NVML_GPU_UTILIZATION_SAMPLES (1: k % 101 %) and NVML_PROCESSOR_CLK_SAMPLES
+ * (5: 1500 + k % 10 MHz); k = the sample's number counted from the first nvmlInit (negative before it: the buffer is
+ * always full), its timeStamp the CLOCK_REALTIME us of that moment. Only samples newer than lastSeenTimeStamp are returned; samples NULL asks for the count. Other types,
+ * and device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol. */
+#ifndef FAKE_NVML_MINIMAL
+typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
+_Static_assert(sizeof(nvmlSample_t) == 16, "sample");
+#define SAMPLE_NS 20000000ll
+#define SAMPLES_KEPT 50
+EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned long long last_seen, int *value_type,
+                                         unsigned int *count, nvmlSample_t *samples) {
+  ENTER("nvmlDeviceGetSamples", dev);
+  if (!count || !value_type) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (d != 0 || !(type == 0 || type == 1 || type == 5)) return leave(NVML_ERROR_NOT_SUPPORTED);
+  long long now = mono_ns(), wall0 = wall_ns() - (now - t0_ns);
+  long long newest = (now - t0_ns) / SAMPLE_NS, first = newest - SAMPLES_KEPT + 1;
+  unsigned got = 0, cap = *count;
+  for (long long k = first; k <= newest; ++k) {
+    unsigned long long ts = (unsigned long long)((wall0 + k * SAMPLE_NS) / 1000);
+    if (ts <= last_seen) continue;
+    if (samples) {
+      if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+      samples[got].timeStamp = ts;
+      long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
+      samples[got].sampleValue.uiVal = type == 0 ? (unsigned)(250000 + 1000 * k10) : type == 1 ? (unsigned)k101
+                                                                                        : (unsigned)(1500 + k10);
+    }
+    ++got;
+  }
+  *value_type = VT_UINT;
+  *count = samples ? got : SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
+  return leave(NVML_SUCCESS);
+}
+#endif
