@@ -131,3 +131,25 @@ def test_change_tracker_over_batches():
                                 dtype=float)))
     tr.update(B(timestamps_ns=np.array([50, 60]) * ms, values=np.array([[1, 120, 0, 8], [1, 130, 0, 8]], dtype=float)))
     assert tr.periods() == {"gpu/0/power_watts": 0.02, "gpu/0/memory_total_bytes": None}
+
+
+@needs_native
+def test_info_shows_refresh_periods(fake):
+    import json
+
+    from cli_support import run_cli
+
+    fake()
+    r = run_cli("info", "--json")
+    assert r.returncode == 0, r.stderr
+    refresh = json.loads(r.stdout)["gpu_refresh"]
+    assert refresh["window_s"] == 0.5 and refresh["backend"] == "native"
+    ch = refresh["channels"]
+    assert "gpu/0/xid_total" not in ch  # events, not polled
+    # the fake's levels change at every read; the totals never do
+    assert ch["gpu/0/power_watts"]["period_s"] > 0 and ch["gpu/0/power_watts"]["changes"] >= 2
+    assert ch["gpu/0/memory_total_bytes"]["period_s"] is None and ch["gpu/0/memory_total_bytes"]["changes"] == 0
+    assert ch["gpu/1/nvlink_tx_bytes_per_second"] == {"period_s": None, "changes": 0, "at_least_s": None}
+    text = run_cli("info").stdout
+    assert "gpu refresh (the median time between changes, read every 1 ms for 0.5 s):" in text
+    assert "memory_total_bytes >= " in text and "nvlink_tx_bytes_per_second no value" in text

@@ -69,6 +69,9 @@ class XidWaiter:
             threading.Thread(target=self._run, name="sysprof-pynvml-xid", daemon=True).start()
 
     def _exported(self, name: str) -> bool:
+        """pynvml has the function (an older one may lack nvmlEventSetWait_v2) and the library exports it."""
+        if not hasattr(self.pynvml, name):
+            return False
         try:
             self.pynvml._nvmlGetFunctionPointer(name)
             return True
