@@ -21,7 +21,7 @@ import sysprof
 from sysprof.sampling.sampler import native_available
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
-    DEVICES, GPU_CHANNELS, GiB, NVLINK_NOTE, RATE_REL, assert_levels, expected_levels, fake, fake_builds,
+    DEVICES, EVENT_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, GiB, NVLINK_NOTE, RATE_REL, assert_levels, expected_levels, fake, fake_builds,
     fresh_pynvml, gpu_sampler, needs_native, quiet, wait_for)
 
 
@@ -260,7 +260,8 @@ def _check_hang(s, f, batches, seen, *, host: str, margin_ns: int, late_ms: str)
 @needs_native
 def test_hung_call_keeps_host_rows(fake):
     f = fake(hang_at=20, hang_ms=3000)  # the reader's 19th reading blocks for 3 s
-    s = sysprof.Sampler(interval=0.005, cpu=True, memory=True, disk=False, net=False, gpu=True, backend="native")
+    s = sysprof.Sampler(interval=0.005, cpu=True, memory=True, disk=False, net=False, gpu=True, backend="native",
+                        gpu_interval=0.005)  # the reader at the sampler's interval (late: 5 + 250 ms)
     s.start()
     batches, seen = [], []
     _collect(s, f, batches, seen)
@@ -369,7 +370,8 @@ def test_fork_child_makes_its_own_gpu_sampler(fake, fresh_pynvml, backend):
 @pytest.mark.skipif(not native_available()[0], reason="compares with the native source's rule")
 def test_pynvml_hung_call_keeps_host_rows(fake, fresh_pynvml):
     f = fake(hang_at=10, hang_ms=3000)
-    s = sysprof.Sampler(interval=0.005, cpu=False, memory=True, disk=False, net=False, gpu=True, backend="psutil")
+    s = sysprof.Sampler(interval=0.005, cpu=False, memory=True, disk=False, net=False, gpu=True, backend="psutil",
+                        gpu_interval=0.005)  # the reader at the sampler's interval (late: 5 + 250 ms)
     assert s.backend == "psutil"
     s.start()
     batches, seen = [], []
@@ -481,7 +483,9 @@ def test_python_metric_table_is_the_native_one():
         ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None)]
     # Every channel is written by some row; the channel list is the registry's.
     registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
-    assert {c for m in native for c in m["channels"]} == set(GPU_CHANNELS) and nvml_table.CHANNELS == registry
+    # (the XID channels come from the event waiter, csrc/gpu/nvml_events.hpp, not from a table row)
+    assert {c for m in native for c in m["channels"]} == set(METRIC_CHANNELS)
+    assert nvml_table.CHANNELS == registry
 
 
 def test_library_path_rule(fake, tmp_path, monkeypatch):

@@ -126,6 +126,19 @@ struct PciInfo {  // nvmlPciInfo_t (as filled by nvmlDeviceGetPciInfo_v3)
   char busId[32];  // "domain:bus:device.function", NUL-terminated
 };
 
+// XID events (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree).
+using EventSet = struct EventSetSt*;  // nvmlEventSet_t: an opaque handle
+constexpr unsigned long long kEventTypeXidCriticalError = 0x8;  // pynvml.py nvmlEventTypeXidCriticalError
+struct EventData {  // nvmlEventData_t
+  Device device;  // the device the event is about
+  unsigned long long eventType;  // one nvmlEventType* bit
+  unsigned long long eventData;  // for an XID: its number (999: unknown)
+  unsigned gpuInstanceId, computeInstanceId;  // MIG: the instance, else 0xFFFFFFFF
+};
+
+static_assert(sizeof(EventData) == 32 && offsetof(EventData, eventType) == 8 && offsetof(EventData, eventData) == 16 &&
+                  offsetof(EventData, gpuInstanceId) == 24,
+              "nvmlEventData_t layout");
 static_assert(sizeof(MemoryV2) == 40 && offsetof(MemoryV2, total) == 8, "nvmlMemory_v2_t layout");
 static_assert(kMemoryV2Version == 0x02000028u, "nvmlMemory_v2 version");
 static_assert(kTemperatureV1Version == 0x0100000Cu, "nvmlTemperature_v1 version");
@@ -151,6 +164,10 @@ using GetTemperatureFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetTe
 using GetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // nvmlDeviceGetTemperatureV
 using GetClockFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetClockInfo (MHz)
 using GetFieldValuesFn = Return (*)(Device, int, FieldValue*);  // nvmlDeviceGetFieldValues
+using EventSetCreateFn = Return (*)(EventSet*);  // nvmlEventSetCreate
+using RegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);  // nvmlDeviceRegisterEvents
+using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned);  // nvmlEventSetWait_v2 (timeout in ms)
+using EventSetFreeFn = Return (*)(EventSet);  // nvmlEventSetFree
 
 // Symbolic name of a return code, for messages (never calls into the library, which may be hung).
 inline const char* return_name(Return r) {

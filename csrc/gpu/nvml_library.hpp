@@ -31,6 +31,11 @@ struct Library {
   GetTemperatureVFn get_temp_v = nullptr;
   GetClockFn get_clock = nullptr;
   GetFieldValuesFn get_fields = nullptr;
+  // XID events (csrc/gpu/nvml_events.cpp): all four, or none is used.
+  EventSetCreateFn event_set_create = nullptr;
+  RegisterEventsFn register_events = nullptr;
+  EventSetWaitFn event_set_wait = nullptr;
+  EventSetFreeFn event_set_free = nullptr;
 };
 
 // The library's path: SYSPROF_NVML_LIBRARY when set and not empty, else kDefaultLibrary.

@@ -77,6 +77,7 @@ void Reader::main() {
   pthread_setname_np(pthread_self(), "sysprof-nvml");
   try {
     if (discover() && describe()) {
+      events_.open(lib_, gpus_, *this);
       read_all(mono_now_ns());  // rates and the energy power start from here
       set_phase(kReady);
       loop();
@@ -86,8 +87,10 @@ void Reader::main() {
   } catch (...) {
     fail("GPU reader stopped by an unknown exception");
   }
-  if (lib_.initialized) timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
-  unload_library(lib_);
+  if (events_.close(kEventStopWaitNs, *this)) {  // else the XID thread shuts NVML down once its wait returns
+    if (lib_.initialized) timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
+    unload_library(lib_);
+  }
   std::lock_guard<std::mutex> g(mu_);
   done_ = true;
   state_cv_.notify_all();
@@ -131,8 +134,8 @@ bool Reader::discover() {
   if (r != kSuccess) return fail(std::string("nvmlDeviceGetCount_v2 failed: ") + return_name(r)), false;
   if (count == 0) return fail("NVML found no GPU"), false;
   if (!open_devices(count)) return false;
-  published_.init(gpus_.size() * kPerDevice);
-  scratch_.assign(gpus_.size() * kPerDevice, kNaN);
+  published_.init(gpus_.size() * kDeviceWidth);
+  scratch_.assign(gpus_.size() * kDeviceWidth, kNaN);
   error_.reserve(256);
   tick_error_.reserve(256);
   set_phase(kLayout);
@@ -219,8 +222,16 @@ bool Reader::wait_turn(std::unique_lock<std::mutex>& lk, int64_t now, int64_t ne
 // One reading of every device, published. Allocates nothing unless an error is new.
 void Reader::read_all(int64_t now) {
   tick_error_.clear();
-  for (size_t i = 0; i < gpus_.size(); ++i)
-    read_device(lib_, gpus_[i], now, scratch_.data() + i * kPerDevice, tick_error_, *this);
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    read_device(lib_, gpus_[i], now, scratch_.data() + i * kDeviceWidth, tick_error_, *this);
+    double* xid = scratch_.data() + i * kDeviceWidth + kPerDevice;
+    if (gpus_[i].lost)
+      fill_nan(xid, kEventChannels);  // a lost device's channels all read NaN
+    else
+      events_.values(i, xid);
+  }
+  std::string xid_note;
+  if (events_.take_note(xid_note)) note(xid_note);
   published_.publish(now, scratch_.data());
   if (tick_error_ != last_tick_error_) {
     last_tick_error_ = tick_error_;

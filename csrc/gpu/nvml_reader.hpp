@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/nvml_events.hpp"
 #include "gpu/nvml_query.hpp"
 
 namespace sysprof {
@@ -113,6 +114,7 @@ class Reader final : public Calls {
   const int64_t interval_, keep_;
   Library lib_;
   std::vector<Gpu> gpus_;
+  EventWaiter events_;  // XID events, on a thread of their own (nvml_events.hpp)
   std::vector<double> scratch_;  // the reading being taken
   std::string tick_error_, last_tick_error_;
   Published published_;

@@ -72,9 +72,11 @@ class NvmlSource final : public Source {
       return false;
     }
     std::vector<unsigned> idx = r->indices();
-    for (unsigned i : idx)
+    for (unsigned i : idx) {
       for (const char* c : kChannelNames) channels.push_back("gpu/" + std::to_string(i) + "/" + c);
-    width_ = idx.size() * kPerDevice;
+      for (const char* c : kEventChannelNames) channels.push_back("gpu/" + std::to_string(i) + "/" + c);
+    }
+    width_ = idx.size() * kDeviceWidth;
     late_ns_ = cfg.interval_ns + kLateNs;
     remember_versions();
     err = r->notes();

@@ -43,7 +43,10 @@ def cmd_report(args) -> int:
         shaded = [s for spans in match_spans(data, args.by).values() for s in spans] if args.by else None
         plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
                              title=summary.get("command") or args.trace, smooth_s=args.smooth, phases=shaded)
+    from sysprof.trace.gpu_events import xid_lines
+    xids = xid_lines(data.instants, data.start_ts)  # GPU XID errors (critical), one line each
     if args.json:
+        summary["gpu_xid_events"] = xids
         summary["verdict"] = jsonable(judged)
         if phases is not None:
             summary["phases"] = jsonable(phases_json(_kept(phases, keep)))
@@ -52,6 +55,9 @@ def cmd_report(args) -> int:
     else:
         print_verdict(judged)
         print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+        if xids:
+            print(f"\nGPU XID errors ({len(xids)}):")
+            print("\n".join(f"  {line}" for line in xids))
         if phases is not None:
             print()
             print_phases(phases, keep if args.channel else is_key_channel)

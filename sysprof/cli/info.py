@@ -96,6 +96,9 @@ def gather_info() -> dict:
         errors, chans = {}, []
     info["sources"] = {name: _source_state(spec, chans, errors) for name, spec in SOURCES.items()}
     info["nvml"] = _nvml_info()
+    if info["sources"].get("gpu", {}).get("available"):  # each GPU metric's refresh period, read at 1 ms for 0.5 s
+        from ..sampling.gpu_refresh import measure_refresh
+        info["gpu_refresh"] = measure_refresh(0.5)
     info["cgroup"] = _cgroup_version()
     info["proc_files"] = {p: ({"readable": True} if ok else {"readable": False, "reason": why})
                           for p in source_files() for ok, why in [_readable(p)]}
@@ -137,6 +140,7 @@ def cmd_info(args) -> int:
     w(f"cgroup:   {info['cgroup']}\n")
     nv = info["nvml"]
     w(f"nvml:     {'found: ' + nv['library'] if nv['found'] else 'not found: ' + nv['reason']}\n")
+    _write_refresh(w, info.get("gpu_refresh"))
     w("sources:\n")
     width = max([8] + [len(src) for src in info["sources"]])
     for src, e in info["sources"].items():
@@ -149,3 +153,21 @@ def cmd_info(args) -> int:
     for p, e in info["proc_files"].items():
         w(f"  {p:<{width}} {'readable' if e['readable'] else 'not readable: ' + e['reason']}\n")
     return 0
+
+
+def _write_refresh(w, refresh) -> None:
+    """One line per GPU: each channel's refresh period (sysprof/sampling/gpu_refresh.py)."""
+    if not refresh:
+        return
+    if "error" in refresh:
+        w(f"gpu refresh: not measured ({refresh['error']})\n")
+        return
+    from ..sampling.gpu_refresh import describe_period
+
+    w(f"gpu refresh (the median time between changes, read every 1 ms for {refresh['window_s']:g} s):\n")
+    per_gpu = {}
+    for ch, p in refresh["channels"].items():
+        gpu, _, name = ch.rpartition("/")
+        per_gpu.setdefault(gpu, []).append(f"{name} {describe_period(p)}")
+    for gpu, items in per_gpu.items():
+        w(f"  {gpu}: " + ", ".join(items) + "\n")

@@ -215,6 +215,10 @@ class _Recording:
         exact = getattr(self.writer, "timestamp", None)
         if exact is not None:  # a writer that keeps every ns (.pftrace) gets them
             self.builder.ts = self._ts = exact
+        from ..trace.gpu_events import XidInstants
+        self.xids = XidInstants(channels, lambda t_ns: self.builder.ts(t_ns), self.my_pid)  # GPU XID instants
+        from ..sampling.gpu_refresh import ChangeTracker
+        self.refresh = ChangeTracker(channels)  # each GPU channel's refresh period as recorded: the stop event's
         self.t_start_ns = time.time_ns()
         self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
         self.timeout = _Timeout(args.duration, args.kill_after)
@@ -326,6 +330,10 @@ class _Recording:
         """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
         first); at the stop (``stop_ns``) the trace's end rows and every marker left, open spans closed then."""
         events = self.builder.events(batch) if len(batch) else ()
+        xids = self.xids.events(batch)
+        self.refresh.update(batch)
+        if xids:
+            events = heapq.merge(events, xids, key=_event_ts)
         if stop_ns is not None:
             events = itertools.chain(events, _later(self.builder.finish))
         marks = []
@@ -363,6 +371,8 @@ class _Recording:
                      "duration_reached": self.timeout.reached, "errors": dict(getattr(sampler, "errors", {}))}
         if self.returncode is not None:
             stop_args["returncode"] = self.returncode
+        if self.refresh.cols:
+            stop_args["gpu_refresh_s"] = self.refresh.periods()
         members = getattr(sampler, "members", None)
         if members:  # process_tree: who held which slot when (Sampler.members)
             stop_args["process_tree_members"] = members

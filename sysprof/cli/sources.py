@@ -80,6 +80,10 @@ def add_interval_flags(parser, parse_time) -> None:
     for spec in SOURCES.values():
         g.add_argument(interval_flag(spec), dest="interval_" + spec.name, type=parse_time, metavar="TIME",
                        help=f"read {spec.flag} every TIME")
+    if "gpu" in SOURCES:  # the GPU's own interval (sysprof/sampling/gpu_interval.py)
+        g.add_argument("--gpu-interval", dest="interval_gpu", type=parse_time, metavar="TIME",
+                       help="the same as --interval-gpu; default 10 ms (NVML's fastest metrics step about every "
+                            "10-20 ms), or --interval if longer")
 
 
 def intervals_from_args(args, chosen) -> dict:

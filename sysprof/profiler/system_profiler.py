@@ -178,6 +178,8 @@ class SystemProfiler(Callback):
             background thread also drains when no event came for ``4 * drain_interval_seconds`` (at least 1 s).
         intervals: seconds between two reads of a source, by name (``{"gpu": 0.1}``), as :class:`sysprof.Sampler`'s
             ``intervals``; checked when the sampler is made (``init``).
+        gpu_interval_seconds: seconds between two reads of the GPUs (with ``profile_gpu``), as :class:`sysprof.Sampler`'s
+            ``gpu_interval`` (None: 10 ms, or ``stats_thread_interval_seconds`` if longer).
         devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
             (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
         changes_only: what handlers without ``process_counter_rows`` get (see below).
@@ -216,6 +218,7 @@ class SystemProfiler(Callback):
         changes_only: bool = True,
         prometheus_listen: Optional[str] = None,
         prometheus_window_seconds: float = 15.0,
+        gpu_interval_seconds: Optional[float] = None,
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -247,6 +250,7 @@ class SystemProfiler(Callback):
         self.backend = backend
         self.drain_interval_seconds = drain_interval_seconds
         self.intervals = dict(intervals or {})
+        self.gpu_interval_seconds = gpu_interval_seconds
         self.sampler: Any = None
         self._layout: Optional[TrackLayout] = None
         self._log = _RecordingLog()
@@ -278,7 +282,8 @@ class SystemProfiler(Callback):
         fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
-                       backend=self.backend, intervals=self.intervals, devices=self.devices, **self._sources())
+                       backend=self.backend, intervals=self.intervals, devices=self.devices,
+                       gpu_interval=self.gpu_interval_seconds if self.profile_gpu else None, **self._sources())
 
     def _sources(self) -> Dict[str, bool]:
         """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""

@@ -80,7 +80,7 @@ KEY_CHANNELS = ("cpu/percent", "cpu/iowait_percent", "cpu/steal_percent", "press
                 "disk/*/write_bytes_per_second", "disk/*/busy_time_seconds_per_second",
                 "net/*/bytes_recv_per_second", "net/*/bytes_sent_per_second", "process/cpu_percent",
                 "process_tree/cpu_percent", "process_tree/rss_bytes", "gpu/*/utilization_percent",
-                "gpu/*/power_watts")
+                "gpu/*/power_watts", "gpu/*/energy_joules")  # joules per phase: the counter's increase
 
 
 def is_key_channel(channel: str) -> bool:

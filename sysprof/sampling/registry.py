@@ -298,6 +298,9 @@ def _gpu() -> Tuple[ChannelSpec, ...]:
          "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"),
         ("nvlink_rx_bytes_per_second", "B/s", "rate", "NVLink bytes received, all links",
          "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"),
+        # XID events, waited for on a thread of their own (csrc/gpu/nvml_events.hpp); each step is an instant
+        ("xid_total", "", "counter", "XID errors (critical) since the sampler opened", "nvmlEventTypeXidCriticalError"),
+        ("xid_last", "", "gauge", "the latest XID's number (0: none yet)", "nvmlEventData_t eventData"),
     )
     return tuple(_ch(f"gpu/<index>/{n}", u, k, h, f) for n, u, k, h, f in rows)
 

@@ -255,6 +255,8 @@ class Sampler:
         backend: ``"auto"`` (native where available), ``"native"`` or ``"psutil"``.
         proc_root, sys_root: where /proc and /sys are mounted (fixtures, containers).
         pid: process followed by the sources that follow a pid ({follows}); None for this process.
+        gpu_interval: seconds between two reads of the GPUs, an alias of ``intervals["gpu"]``; by default 10 ms
+            (what NVML's fastest metrics resolve, sysprof/sampling/gpu_interval.py) or ``interval`` if longer.
         intervals: seconds between two reads of a source, by name (``{{"cpu": 0.01, "gpu": 0.02}}``); a source
             not named is read every ``interval``. Each is at least ``interval`` and is rounded to the nearest
             whole number of intervals; ``self.intervals`` holds the result for every source switched on. A row
@@ -299,8 +301,9 @@ class Sampler:
     def __init__(self, interval: float = 0.001, *, capacity: Optional[int] = None, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  intervals: Optional[Mapping[str, float]] = None, devices: Optional[List[str]] = None,
-                 **sources: bool) -> None:
+                 gpu_interval: Optional[float] = None, **sources: bool) -> None:
         from .devices import DeviceFilter
+        from .gpu_interval import with_gpu_interval
 
         for key in sources:
             if key not in SOURCE_KEYWORDS:
@@ -320,6 +323,7 @@ class Sampler:
         for name, root in (("proc_root", proc_root), ("sys_root", sys_root)):
             if not isinstance(root, str) or not root or "\0" in root:
                 raise ValueError(f"{name} must be a non-empty path without NUL bytes, got {root!r}")
+        intervals = with_gpu_interval(float(interval), intervals, gpu_interval, flags.get("gpu", False))
         periods = _periods(float(interval), intervals, flags)
         self.device_filter = DeviceFilter(devices)
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]

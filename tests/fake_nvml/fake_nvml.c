@@ -34,8 +34,8 @@
  *
  * Introspection for the tests (ctypes): fake_nvml_calls(name, device) counts calls of a function
  * ("field:<id>" counts requests of a field id; device -1: nvmlInit_v2, nvmlInitWithFlags,
- * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (nvmlShutdown while another call
- * was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
+ * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (the last nvmlShutdown while another
+ * call was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
  * fake_nvml_hanging() (calls blocked in a hang now) and fake_nvml_hang_begin_ns() / _end_ns()
  * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
  */
@@ -243,7 +243,10 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 }
 EXPORT nvmlReturn_t nvmlShutdown(void) {
   bump("nvmlShutdown", -1);
-  if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0) __atomic_add_fetch(&unsafe_shutdowns, 1, __ATOMIC_SEQ_CST);
+  /* Unsafe: the last shutdown (the library really closes) while a call is in flight. An earlier one only drops
+   * a reference, as NVML's own reference count does, while another client's XID wait may be in flight. */
+  if (__atomic_load_n(&inflight, __ATOMIC_SEQ_CST) > 0 && __atomic_load_n(&refcount, __ATOMIC_SEQ_CST) == 1)
+    __atomic_add_fetch(&unsafe_shutdowns, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&refcount, __ATOMIC_SEQ_CST) <= 0) return NVML_ERROR_UNINITIALIZED;
   __atomic_sub_fetch(&refcount, 1, __ATOMIC_SEQ_CST);
   return NVML_SUCCESS;
@@ -413,6 +416,160 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
         f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     }
   }
+  return leave(NVML_SUCCESS);
+}
+#endif
+
+/* ---- XID events (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree) ----
+ * Absent from the -DFAKE_NVML_NO_EVENTS build (FUNCTION_NOT_FOUND); kept in the minimal one (the event API is
+ * older than the _v2 getters). Read at nvmlEventSetCreate:
+ *   FAKE_NVML_XIDS=<dev>:<xid>:<ms>,...  XIDs delivered to a wait once <ms> after the first nvmlInit have
+ *                                        passed, in this order, on a device that registered for them
+ *   FAKE_NVML_EVENTS_UNSUPPORTED=1       device 1 answers NOT_SUPPORTED to nvmlDeviceRegisterEvents
+ *   FAKE_NVML_WAIT_ERROR=<code>          every nvmlEventSetWait_v2 returns that nvmlReturn_t at once
+ * A wait with nothing due blocks until its timeout (or the next XID due) and returns NVML_ERROR_TIMEOUT;
+ * FAKE_NVML_HANG_CALL=nvmlEventSetWait_v2 with FAKE_NVML_HANG_AT=-1 makes every wait block for
+ * FAKE_NVML_HANG_MS regardless of its timeout. A wait counts as a call in flight (fake_nvml_unsafe_shutdowns).
+ * fake_nvml_xids_sent() says how many scripted XIDs were delivered. */
+#ifndef FAKE_NVML_NO_EVENTS
+#define NVML_ERROR_TIMEOUT_ 10
+#define EVENT_XID 0x8ull
+typedef struct fake_event_set *nvmlEventSet_t;
+typedef struct {
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+_Static_assert(sizeof(nvmlEventData_t) == 32 && offsetof(nvmlEventData_t, eventData) == 16, "event data");
+
+struct fake_event_set { int id; };
+static struct fake_event_set event_set = {1};
+#define MAX_XIDS 16
+static struct { int dev; unsigned long long xid; long long at_ns; } xids[MAX_XIDS];
+static int nxids, xids_sent, events_unsupported, wait_error;
+static unsigned long long registered_events[MAX_DEVICES];
+
+EXPORT int fake_nvml_xids_sent(void) { return __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST); }
+
+static void parse_xids(void) {
+  nxids = 0;
+  const char *p = getenv("FAKE_NVML_XIDS");
+  while (p && *p && nxids < MAX_XIDS) {
+    char *end;
+    long dev = strtol(p, &end, 10);
+    if (*end != ':') break;
+    long xid = strtol(end + 1, &end, 10);
+    if (*end != ':') break;
+    long ms = strtol(end + 1, &end, 10);
+    xids[nxids].dev = (int)dev;
+    xids[nxids].xid = (unsigned long long)xid;
+    xids[nxids].at_ns = ms * 1000000ll;
+    ++nxids;
+    p = *end == ',' ? end + 1 : end;
+  }
+}
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+  bump("nvmlEventSetCreate", -1);
+  if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+  parse_xids();
+  __atomic_store_n(&xids_sent, 0, __ATOMIC_SEQ_CST);
+  events_unsupported = (int)env_long("FAKE_NVML_EVENTS_UNSUPPORTED", 0);
+  wait_error = (int)env_long("FAKE_NVML_WAIT_ERROR", 0);
+  memset(registered_events, 0, sizeof registered_events);
+  *set = &event_set;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t set) {
+  ENTER("nvmlDeviceRegisterEvents", dev);
+  if (set != &event_set || types == 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (events_unsupported && d == 1) return leave(NVML_ERROR_NOT_SUPPORTED);
+  __atomic_or_fetch(&registered_events[d], types & EVENT_XID, __ATOMIC_SEQ_CST);
+  return leave(NVML_SUCCESS);
+}
+/* The next scripted XID, in order, once due: its index, or -1; *due: when the next one is due (-1: none). */
+static int next_xid(long long now_rel, long long *due) {
+  int i = __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST);
+  *due = -1;
+  if (i >= nxids) return -1;
+  if (xids[i].at_ns > now_rel) {
+    *due = xids[i].at_ns;
+    return -1;
+  }
+  return i;
+}
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+  __atomic_add_fetch(&inflight, 1, __ATOMIC_SEQ_CST);
+  long n = bump("nvmlEventSetWait_v2", -1);
+  maybe_hang("nvmlEventSetWait_v2", -1, n);  /* FAKE_NVML_HANG_AT=-1: every wait */
+  if (__atomic_load_n(&refcount, __ATOMIC_SEQ_CST) <= 0) {
+    __atomic_add_fetch(&uninitialized_calls, 1, __ATOMIC_SEQ_CST);
+    return leave(NVML_ERROR_UNINITIALIZED);
+  }
+  if (set != &event_set || !data) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (wait_error) return leave(wait_error);
+  long long deadline = mono_ns() + (long long)timeoutms * 1000000ll;
+  for (;;) {
+    long long now = mono_ns(), due;
+    int i = next_xid(now - t0_ns, &due);
+    if (i >= 0) {
+      __atomic_store_n(&xids_sent, i + 1, __ATOMIC_SEQ_CST);  /* one waiter: no race on the order */
+      int dev = xids[i].dev;
+      if (dev < 0 || dev >= cfg_devices || !(registered_events[dev] & EVENT_XID)) continue;  /* not delivered */
+      memset(data, 0, sizeof *data);
+      data->device = &devices[dev];
+      data->eventType = EVENT_XID;
+      data->eventData = xids[i].xid;
+      data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+      return leave(NVML_SUCCESS);
+    }
+    if (now >= deadline) return leave(NVML_ERROR_TIMEOUT_);
+    long long until = due >= 0 && t0_ns + due < deadline ? t0_ns + due : deadline;
+    long long ns = until - now;
+    struct timespec ts = {(time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll)};
+    nanosleep(&ts, NULL);
+  }
+}
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  bump("nvmlEventSetFree", -1);
+  if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
+  return set == &event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+#endif
+
+/* ---- the driver's buffered samples (nvmlDeviceGetSamples), for benchmarks/gpu_check.py ----
+ * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s), for NVML_TOTAL_POWER_SAMPLES (0:
+ * 250000 + 1000 (k % 10) mW, unsigned int), NVML_GPU_UTILIZATION_SAMPLES (1: k % 101 %) and NVML_PROCESSOR_CLK_SAMPLES
+ * (5: 1500 + k % 10 MHz); k = the sample's number counted from the first nvmlInit (negative before it: the buffer is
+ * always full), its timeStamp the CLOCK_REALTIME us of that moment. Only samples newer than lastSeenTimeStamp are returned; samples NULL asks for the count. Other types,
+ * and device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol. */
+#ifndef FAKE_NVML_MINIMAL
+typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
+_Static_assert(sizeof(nvmlSample_t) == 16, "sample");
+#define SAMPLE_NS 20000000ll
+#define SAMPLES_KEPT 50
+EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned long long last_seen, int *value_type,
+                                         unsigned int *count, nvmlSample_t *samples) {
+  ENTER("nvmlDeviceGetSamples", dev);
+  if (!count || !value_type) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (d != 0 || !(type == 0 || type == 1 || type == 5)) return leave(NVML_ERROR_NOT_SUPPORTED);
+  long long now = mono_ns(), wall0 = wall_ns() - (now - t0_ns);
+  long long newest = (now - t0_ns) / SAMPLE_NS, first = newest - SAMPLES_KEPT + 1;
+  unsigned got = 0, cap = *count;
+  for (long long k = first; k <= newest; ++k) {
+    unsigned long long ts = (unsigned long long)((wall0 + k * SAMPLE_NS) / 1000);
+    if (ts <= last_seen) continue;
+    if (samples) {
+      if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+      samples[got].timeStamp = ts;
+      long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
+      samples[got].sampleValue.uiVal = type == 0 ? (unsigned)(250000 + 1000 * k10) : type == 1 ? (unsigned)k101
+                                                                                        : (unsigned)(1500 + k10);
+    }
+    ++got;
+  }
+  *value_type = VT_UINT;
+  *count = samples ? got : SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
   return leave(NVML_SUCCESS);
 }
 #endif

@@ -19,11 +19,13 @@ from sysprof.sampling.sampler import native_available
 
 FAKE_SRC = os.path.join(os.path.dirname(__file__), "fake_nvml.c")
 GiB, MiB = 1024 ** 3, 1024 ** 2
-GPU_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
-                "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
-                "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
-                "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
-                "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+METRIC_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_used_bytes",
+                   "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
+                   "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
+                   "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
+                   "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+EVENT_CHANNELS = ("xid_total", "xid_last")  # per device, after the metric table's (csrc/gpu/nvml_events.hpp)
+GPU_CHANNELS = METRIC_CHANNELS + EVENT_CHANNELS
 NO_HOST = dict(cpu=False, memory=False, disk=False, net=False)
 RATE_REL = 0.02  # fake counters follow the fake's clock, rates use the sampler's tick times
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")
@@ -36,7 +38,7 @@ def fake_builds(tmp_path_factory):
         pytest.skip("no C compiler to build the fake NVML library")
     out = tmp_path_factory.mktemp("fake_nvml")
     libs = {}
-    for kind, flags in (("full", []), ("minimal", ["-DFAKE_NVML_MINIMAL"])):
+    for kind, flags in (("full", []), ("minimal", ["-DFAKE_NVML_MINIMAL"]), ("noevents", ["-DFAKE_NVML_NO_EVENTS"])):
         path = out / f"{kind}.so"
         subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags, "-o", str(path), FAKE_SRC],
                        check=True)
@@ -65,6 +67,10 @@ class Fake:
     def uninitialized_calls(self) -> int:
         return self.lib.fake_nvml_uninitialized_calls()
 
+    def xids_sent(self) -> int:
+        """Scripted XIDs (FAKE_NVML_XIDS) delivered to a wait so far."""
+        return self.lib.fake_nvml_xids_sent()
+
     def hanging(self) -> int:
         return self.lib.fake_nvml_hanging()
 
@@ -83,7 +89,8 @@ def fake(fake_builds, tmp_path, monkeypatch):
         d.mkdir()
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
-        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC"):
+        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC",
+                  "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
         for k, v in env.items():
             monkeypatch.setenv(f"FAKE_NVML_{k.upper()}", str(v))
@@ -150,6 +157,7 @@ def quiet(f: Fake, name: str, device: int, still: float = 0.3) -> bool:
 def gpu_sampler(backend: str, **kw) -> sysprof.Sampler:
     args = dict(NO_HOST, gpu=True, interval=0.001, backend=backend)
     args.update(kw)
+    args.setdefault("gpu_interval", args["interval"])  # the reader at the sampler's interval (default: 10 ms)
     return sysprof.Sampler(**args)
 
 

@@ -8,6 +8,7 @@ csrc/source.hpp): ``Counter`` for kernel counters, ``TrailingRate`` for tick-ste
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -115,7 +116,8 @@ class PsutilSampler:
             self._gpu_devices = list(self._gpu_state.devices)
             # Notes (refused metrics, lost devices) are reported from now on; during the opening
             # above an entry in errors would have kept the second reader from opening.
-            self._gpu_state.report = lambda msg: self.errors.__setitem__("gpu", msg)
+            # (the errors dict, not self: the poller's thread holds this, and must not keep the sampler alive)
+            self._gpu_state.report = functools.partial(self.errors.__setitem__, "gpu")
             self._gpu_state.flush()
         width = len(self.channels)
         if max_ring_bytes:

@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from sysprof import forks
 
+from .nvml_events import XidWaiter
 from .nvml_library import library_path, probe_library
 from .nvml_query import Abandoned, GpuReader, NvmlState
 from .nvml_table import CHANNELS, METRICS
@@ -103,6 +104,7 @@ class _Poller:
             self.state = state
             self._set("layout")
             state.describe()
+            state.events = XidWaiter(state)
             reader = GpuReader(state)
             t = time.monotonic()
             self.latest = (t, reader.read(t))  # baselines for the rates
@@ -136,8 +138,10 @@ class _Poller:
         self._finish()
 
     def _finish(self) -> None:
-        if self.state is not None:
-            self.state._finalizer()  # nvmlShutdown here: no other pynvml call of ours can be in flight
+        if self.state is not None:  # nvmlShutdown here: no other pynvml call of ours can be in flight
+            events = self.state.events  # else the XID thread shuts down once its overrunning wait returns
+            if events is None or events.close(self.state._finalizer):
+                self.state._finalizer()
         with self.cond:
             self.phase = "failed" if self.phase == "loading" else self.phase
             self.quit = True

@@ -68,6 +68,7 @@ class NvmlState:
         self._finalizer = weakref.finalize(self, _shutdown, pynvml._nvmlGetFunctionPointer("nvmlShutdown"))
         self._finalizer.atexit = False
         self.notes: List[str] = []
+        self.events = None  # the XidWaiter (nvml_events.py), opened by the poller after discovery
         self.report: Optional[Callable[[str], None]] = None
         self.getters = _getters(pynvml)
         try:
@@ -188,6 +189,8 @@ class GpuReader:
         o = [NAN] * len(CHANNELS)
         if self.s.lost[dev] or not self._fields(dev, t, o) or not self._getters(dev, t, o):
             return [NAN] * len(CHANNELS)
+        if self.s.events is not None:
+            self.s.events.values(dev, o)
         return o
 
     def ask(self, dev: int, metric: str, fn, *args):
