@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "gpu/nvml_gpm.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -86,7 +87,10 @@ void Reader::main() {
   } catch (...) {
     fail("GPU reader stopped by an unknown exception");
   }
-  if (lib_.initialized) timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
+  if (lib_.initialized) {
+    for (Gpu& g : gpus_) gpm_close(lib_, g, *this);
+    timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
+  }  // no other call can be in flight
   unload_library(lib_);
   std::lock_guard<std::mutex> g(mu_);
   done_ = true;
@@ -131,8 +135,10 @@ bool Reader::discover() {
   if (r != kSuccess) return fail(std::string("nvmlDeviceGetCount_v2 failed: ") + return_name(r)), false;
   if (count == 0) return fail("NVML found no GPU"), false;
   if (!open_devices(count)) return false;
-  published_.init(gpus_.size() * kPerDevice);
-  scratch_.assign(gpus_.size() * kPerDevice, kNaN);
+  size_t width = 0;
+  for (const Gpu& g : gpus_) width += g.chans.size();
+  published_.init(width);
+  scratch_.assign(width, kNaN);
   error_.reserve(256);
   tick_error_.reserve(256);
   set_phase(kLayout);
@@ -156,7 +162,11 @@ bool Reader::open_devices(unsigned count) {
     Gpu& g = gpus_.back();
     g.index = i;
     g.handle = h;
+    fill_nan(g.held, kPerDevice);
     refuse_missing(lib_, g, *this);
+    gpm_open(lib_, g, *this);
+    for (int c = 0; c < kPerDevice; ++c)
+      if (c < kFirstGpm || g.gpm) g.chans.push_back(c);
   }
   if (gpus_.empty()) return fail(skipped.empty() ? "NVML found no usable GPU" : skipped), false;
   if (!skipped.empty()) note(skipped);
@@ -219,8 +229,11 @@ bool Reader::wait_turn(std::unique_lock<std::mutex>& lk, int64_t now, int64_t ne
 // One reading of every device, published. Allocates nothing unless an error is new.
 void Reader::read_all(int64_t now) {
   tick_error_.clear();
-  for (size_t i = 0; i < gpus_.size(); ++i)
-    read_device(lib_, gpus_[i], now, scratch_.data() + i * kPerDevice, tick_error_, *this);
+  double* o = scratch_.data();
+  for (Gpu& g : gpus_) {  // every channel into g.full, then the device's laid-out ones in order
+    read_device(lib_, g, now, g.full, tick_error_, *this);
+    for (int c : g.chans) *o++ = g.full[c];
+  }
   published_.publish(now, scratch_.data());
   if (tick_error_ != last_tick_error_) {
     last_tick_error_ = tick_error_;
@@ -273,9 +286,10 @@ std::string Reader::failure() {
   return failure_;
 }
 
-std::vector<unsigned> Reader::indices() const {
-  std::vector<unsigned> v;
-  for (const Gpu& g : gpus_) v.push_back(g.index);
+std::vector<std::string> Reader::channels() const {
+  std::vector<std::string> v;
+  for (const Gpu& g : gpus_)
+    for (int c : g.chans) v.push_back("gpu/" + std::to_string(g.index) + "/" + kChannelNames[c]);
   return v;
 }
 

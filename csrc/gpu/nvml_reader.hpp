@@ -70,7 +70,9 @@ class Reader final : public Calls {
   int wait_phase(int64_t deadline);  // until ready or failed, or the deadline; the phase
   std::string failure();
   int phase() const { return phase_.load(std::memory_order_acquire); }
-  std::vector<unsigned> indices() const;  // NVML indices of the devices; from kLayout on
+  // The channel names, "gpu/<index>/<channel>", device by device; from kLayout on. A device lays out
+  // every Channel but the GPM ones where it has no GPM (csrc/gpu/nvml_gpm.hpp).
+  std::vector<std::string> channels() const;
   std::vector<std::map<std::string, std::string>> devices() const;
 
   // The call in flight: what, device (-1: none) and since when (CLOCK_MONOTONIC). False: none.

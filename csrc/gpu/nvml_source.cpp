@@ -71,10 +71,9 @@ class NvmlSource final : public Source {
       owner->wait_ns = 0;
       return false;
     }
-    std::vector<unsigned> idx = r->indices();
-    for (unsigned i : idx)
-      for (const char* c : kChannelNames) channels.push_back("gpu/" + std::to_string(i) + "/" + c);
-    width_ = idx.size() * kPerDevice;
+    std::vector<std::string> names = r->channels();
+    width_ = names.size();
+    channels.insert(channels.end(), names.begin(), names.end());
     late_ns_ = cfg.interval_ns + kLateNs;
     remember_versions();
     err = r->notes();

@@ -23,7 +23,16 @@ GPU_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_use
                 "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
                 "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
                 "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
-                "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+                "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second",
+                # throttling and health (read once a second)
+                "clocks_event_reasons", "violation_power_seconds_total", "violation_power_seconds_per_second",
+                "violation_thermal_seconds_total", "violation_thermal_seconds_per_second", "ecc_corrected_total",
+                "ecc_uncorrected_total", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending",
+                "pcie_replay_total", "power_limit_watts", "pcie_link_generation", "pcie_link_width")
+#: laid out only where the device has GPM (the full fake: both devices; the minimal one: neither)
+GPM_CHANNELS = ("sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
+                "fp16_active_percent", "fp32_active_percent", "fp64_active_percent")
+ALL_CHANNELS = GPU_CHANNELS + GPM_CHANNELS
 NO_HOST = dict(cpu=False, memory=False, disk=False, net=False)
 RATE_REL = 0.02  # fake counters follow the fake's clock, rates use the sampler's tick times
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")
@@ -65,6 +74,10 @@ class Fake:
     def uninitialized_calls(self) -> int:
         return self.lib.fake_nvml_uninitialized_calls()
 
+    def gpm_live(self) -> int:
+        """GPM samples allocated now."""
+        return self.lib.fake_nvml_gpm_live()
+
     def hanging(self) -> int:
         return self.lib.fake_nvml_hanging()
 
@@ -83,7 +96,8 @@ def fake(fake_builds, tmp_path, monkeypatch):
         d.mkdir()
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
-        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC"):
+        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC", "REFUSE",
+                  "GPM_DEVICES"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
         for k, v in env.items():
             monkeypatch.setenv(f"FAKE_NVML_{k.upper()}", str(v))
@@ -121,6 +135,27 @@ def expected_levels(d: int, n: int, *, v2: bool = True, field_power: bool = True
         "sm_clock_hz": (1000 + n + 100 * d) * 1e6,
         "memory_clock_hz": (2000 + n + 100 * d) * 1e6,
     }
+
+
+def expected_health(d: int) -> dict:
+    """The fake's throttling and health levels for device d (tests/fake_nvml/fake_nvml.c)."""
+    return {
+        "clocks_event_reasons": 0x4 if d == 0 else 0x48,
+        "ecc_corrected_total": 5 + d, "ecc_uncorrected_total": d,
+        "remapped_rows_correctable": 2 + d, "remapped_rows_uncorrectable": d, "remap_pending": d,
+        "pcie_replay_total": 7 + 3 * d, "power_limit_watts": 700.0 - 100.0 * d,
+        "pcie_link_generation": 5 - d, "pcie_link_width": 16 >> d,
+    }
+
+
+#: GPM metric ids of the percentage channels (the fake: id + 10d + k % 10 for consecutive samples k-1, k)
+GPM_IDS = {"sm_active_percent": 2, "sm_occupancy_percent": 3, "tensor_active_percent": 5, "dram_active_percent": 10,
+           "fp16_active_percent": 13, "fp32_active_percent": 12, "fp64_active_percent": 11}
+
+
+def expected_gpm(d: int, k: int) -> dict:
+    """The fake's GPM values of device d between its samples k-1 and k."""
+    return {c: float(m + 10 * d + k % 10) for c, m in GPM_IDS.items()}
 
 
 def assert_levels(row: dict, d: int, expected: dict) -> None:

@@ -137,6 +137,7 @@ class _Poller:
 
     def _finish(self) -> None:
         if self.state is not None:
+            self.state.close_gpm()
             self.state._finalizer()  # nvmlShutdown here: no other pynvml call of ours can be in flight
         with self.cond:
             self.phase = "failed" if self.phase == "loading" else self.phase
