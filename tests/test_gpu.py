@@ -118,7 +118,7 @@ def test_library_without_optional_symbols(fake):
 
 @needs_native
 def test_lost_device_others_and_host_continue(fake):
-    # Device 1 makes 4 calls at discovery (GPM support, name, UUID, PCI), 19 in the priming reading (8, a GPM
+    # Device 1 makes 5 calls at discovery (GPM support, name, UUID, PCI, MIG mode), 19 in the priming reading (8, a GPM
     # sample and the 10 slow health rows), then 10 per reading (8 and 2 GPM): lost during the reader's 4th reading.
     f = fake(lost_after=46)
     s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False,

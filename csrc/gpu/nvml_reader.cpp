@@ -68,8 +68,8 @@ std::map<std::string, std::string> undescribed(unsigned index) {
 
 // ---- the reader thread
 
-Reader::Reader(int64_t interval_ns)
-    : interval_(std::max<int64_t>(interval_ns, 1)), keep_(2 * interval_ + kLateNs) {}
+Reader::Reader(int64_t interval_ns, Selection sel)
+    : interval_(std::max<int64_t>(interval_ns, 1)), keep_(2 * interval_ + kLateNs), sel_(std::move(sel)) {}
 
 void Reader::main() {
   sigset_t all;  // process signals go to other threads, not to one that may sit in the driver
@@ -145,9 +145,10 @@ bool Reader::discover() {
   return true;
 }
 
-// The handles of the devices this process may use; the others are left out, with a note.
+// The handles of the devices this process may use and was asked for (sel_), in that order; the others are
+// left out, with a note for those it may not use.
 bool Reader::open_devices(unsigned count) {
-  gpus_.reserve(count);  // never reallocated: other threads read the indices from kLayout on
+  std::vector<std::pair<unsigned, Device>> all;
   std::string skipped;
   for (unsigned i = 0; i < count; ++i) {
     if (quit_.load(std::memory_order_relaxed)) return false;
@@ -158,17 +159,29 @@ bool Reader::open_devices(unsigned count) {
                  ": nvmlDeviceGetHandleByIndex_v2 " + return_name(r) + "; left out";
       continue;
     }
+    all.emplace_back(i, h);
+  }
+  std::vector<size_t> keep = select_devices(lib_, all, sel_, *this);
+  if (quit_.load(std::memory_order_relaxed)) return false;
+  if (keep.empty()) {
+    std::string why = all.empty() ? (skipped.empty() ? "NVML found no usable GPU" : skipped)
+                                  : (sel_.cuda ? "no GPU is visible under CUDA_VISIBLE_DEVICES"
+                                               : "no GPU matches the gpus selection");
+    std::string notes = this->notes();
+    return fail(notes.empty() ? why : why + " (" + notes + ")"), false;
+  }
+  gpus_.reserve(keep.size());  // never reallocated: other threads read the layout from kLayout on
+  for (size_t k : keep) {
     gpus_.emplace_back();
     Gpu& g = gpus_.back();
-    g.index = i;
-    g.handle = h;
+    g.index = all[k].first;
+    g.handle = all[k].second;
     fill_nan(g.held, kPerDevice);
     refuse_missing(lib_, g, *this);
     gpm_open(lib_, g, *this);
     for (int c = 0; c < kPerDevice; ++c)
       if (c < kFirstGpm || g.gpm) g.chans.push_back(c);
   }
-  if (gpus_.empty()) return fail(skipped.empty() ? "NVML found no usable GPU" : skipped), false;
   if (!skipped.empty()) note(skipped);
   return true;
 }
@@ -187,6 +200,13 @@ bool Reader::describe() {
     std::memset(&pci, 0, sizeof pci);
     if (lib_.get_pci && timed("nvmlDeviceGetPciInfo_v3", i, [&] { return lib_.get_pci(g.handle, &pci); }) == kSuccess)
       d["pci_bus_id"] = cstr(pci.busId, sizeof pci.busId);
+    std::vector<std::string> migs;
+    if (mig_instances(lib_, g.handle, i, *this, migs)) {  // MIG on: the parent's metrics, its instances listed
+      std::string list;
+      for (const std::string& u : migs) list += (list.empty() ? "" : ",") + u;
+      d["mig_instances"] = list;
+    }
+    if (sel_.cuda) d["cuda_index"] = std::to_string(&g - gpus_.data());
     g.info = std::move(d);
   }
   return !quit_.load(std::memory_order_relaxed);

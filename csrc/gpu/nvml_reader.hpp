@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gpu/nvml_query.hpp"
+#include "gpu/nvml_select.hpp"
 
 namespace sysprof {
 namespace nvml {
@@ -61,7 +62,8 @@ void label(char* buf, size_t cap, const char* what, int dev);
 
 class Reader final : public Calls {
  public:
-  explicit Reader(int64_t interval_ns);
+  // sel: the GPUs read and their order (csrc/gpu/nvml_select.hpp; inactive: all, NVML order).
+  Reader(int64_t interval_ns, Selection sel);
 
   // ---- the reader thread
   void main();
@@ -113,6 +115,7 @@ class Reader final : public Calls {
   void read_all(int64_t now);
 
   const int64_t interval_, keep_;
+  const Selection sel_;
   Library lib_;
   std::vector<Gpu> gpus_;
   std::vector<double> scratch_;  // the reading being taken

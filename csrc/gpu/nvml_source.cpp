@@ -51,7 +51,7 @@ class NvmlSource final : public Source {
 
   bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
     auto owner = std::make_shared<ReaderOwner>();
-    owner->reader = std::make_shared<Reader>(cfg.interval_ns);
+    owner->reader = std::make_shared<Reader>(cfg.interval_ns, parse_selection(cfg.options));
     std::shared_ptr<Reader> r = owner->reader;
     try {
       owner->thread.reset(new std::thread([r] { r->main(); }));

@@ -22,6 +22,8 @@
  *                                device without @d), e.g. nvmlDeviceGetRemappedRows@1=3 (NOT_SUPPORTED),
  *                                nvmlDeviceGetCurrentClocksEventReasons=13 (FUNCTION_NOT_FOUND: an older driver)
  *   FAKE_NVML_GPM_DEVICES=<mask> the devices whose nvmlGpmQueryDeviceSupport says supported (default all)
+ *   FAKE_NVML_MIG=<mask>         the devices in MIG mode (default none): 2 instances each, UUIDs
+ *                                MIG-fa4e0000-0000-0000-0000-0000000000<d><i>
  *
  * Values (d = device index; n = how many times this function was called on this device, this call
  * included, or 1 with FAKE_NVML_STATIC; t = CLOCK_MONOTONIC ns since the first nvmlInit):
@@ -73,6 +75,7 @@ enum {
   NVML_ERROR_UNINITIALIZED = 1,
   NVML_ERROR_INVALID_ARGUMENT = 2,
   NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_GPU_IS_LOST = 15,
   NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
@@ -305,7 +308,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int
   snprintf(s, sizeof s, "Fake GPU %d", d);
   return leave(put_string(name, len, s));
 }
+static nvmlReturn_t mig_uuid(nvmlDevice_t dev, char *uuid, unsigned int len);
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  if (mig_uuid(dev, uuid, len) != NVML_ERROR_NOT_FOUND) return mig_uuid(dev, uuid, len); /* a MIG handle */
   ENTER("nvmlDeviceGetUUID", dev);
   char s[64];
   snprintf(s, sizeof s, "GPU-fa4e0000-0000-0000-0000-00000000000%d", d);
@@ -444,11 +449,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
 #define MAX_REFUSALS 16
 static struct { char name[48]; int device; nvmlReturn_t code; } refusals[MAX_REFUSALS];
 static int nrefusals;
-static long cfg_gpm_devices = -1;
+static long cfg_gpm_devices = -1, cfg_mig;
 
 static void read_issue13_config(void) {
   nrefusals = 0;
   cfg_gpm_devices = env_long("FAKE_NVML_GPM_DEVICES", -1);
+  cfg_mig = env_long("FAKE_NVML_MIG", 0);
   const char *v = getenv("FAKE_NVML_REFUSE");
   char buf[512];
   snprintf(buf, sizeof buf, "%s", v ? v : "");
@@ -472,6 +478,17 @@ __attribute__((unused)) static nvmlReturn_t refused(const char *name, int d) {
       return refusals[i].code;
   return NVML_SUCCESS;
 }
+/* ==== issue 13: MIG (full and minimal builds: nvmlDeviceGetUUID answers for MIG handles) ==== */
+static struct fake_device mig_devices[MAX_DEVICES][2];
+static nvmlReturn_t mig_uuid(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  if (!dev || (void *)dev < (void *)mig_devices || (void *)dev >= (void *)(mig_devices + MAX_DEVICES))
+    return NVML_ERROR_NOT_FOUND;
+  int k = (int)(dev - &mig_devices[0][0]);
+  char s[64];
+  snprintf(s, sizeof s, "MIG-fa4e0000-0000-0000-0000-0000000000%d%d", k / 2, k % 2);
+  return put_string(uuid, len, s);
+}
+
 #define ENTER_OR_REFUSE(name, dev) \
   ENTER(name, dev);                \
   if (refused(name, d) != NVML_SUCCESS) return leave(refused(name, d))
@@ -532,6 +549,25 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t dev, unsign
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t dev, unsigned int *width) {
   ENTER_OR_REFUSE("nvmlDeviceGetCurrPcieLinkWidth", dev);
   *width = 16u >> d;
+  return leave(NVML_SUCCESS);
+}
+
+/* ==== issue 13: MIG calls ==== */
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current, unsigned int *pending) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMigMode", dev);
+  *current = *pending = (unsigned)((cfg_mig >> d) & 1);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned int *count) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMaxMigDeviceCount", dev);
+  *count = 7;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMigDeviceHandleByIndex", dev);
+  if (!((cfg_mig >> d) & 1)) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (index >= 2) return leave(NVML_ERROR_NOT_FOUND);
+  *mig = &mig_devices[d][index];
   return leave(NVML_SUCCESS);
 }
 

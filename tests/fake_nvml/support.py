@@ -97,8 +97,9 @@ def fake(fake_builds, tmp_path, monkeypatch):
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
         for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC", "REFUSE",
-                  "GPM_DEVICES"):
+                  "GPM_DEVICES", "MIG"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # every GPU, unless a test sets it
         for k, v in env.items():
             monkeypatch.setenv(f"FAKE_NVML_{k.upper()}", str(v))
         monkeypatch.setenv("SYSPROF_NVML_LIBRARY", str(path))

@@ -76,8 +76,9 @@ class NvmlState:
     """The initialised library and what the reader learnt: refused metrics, lost devices, notes.
     Built on the poller thread; ``timed(what, device, fn, *args)`` makes each call visible to others."""
 
-    def __init__(self, timed: Callable) -> None:
+    def __init__(self, timed: Callable, gpus=None) -> None:
         self.timed = timed
+        self.gpus = gpus  # sampling.gpus.selection(): (entries, from CUDA_VISIBLE_DEVICES), or None
         pynvml = self.pynvml = lib.import_pynvml()
         lib.load_into(pynvml)
         try:
@@ -120,6 +121,9 @@ class NvmlState:
         if not self.handles:
             self._finalizer()
             raise RuntimeError("; ".join(skipped) or "NVML found no GPU")
+        self.cuda = False
+        if self.gpus is not None and self.gpus[0] is not None:
+            self._select(*self.gpus)
         self.refused: List[set] = [set() for _ in self.handles]
         self.lost = [False] * len(self.handles)
         self.gpm: List[Optional[GpmDevice]] = [None] * len(self.handles)
@@ -136,13 +140,67 @@ class NvmlState:
         if skipped:
             self.note("; ".join(skipped))
 
+    def _select(self, entries, cuda: bool) -> None:
+        """Keeps the devices ``entries`` select, in their order (csrc/gpu/nvml_select.cpp natively)."""
+        from ..gpus import match
+
+        kinds = {k for k, _ in entries}
+        found = []
+        for i, h in zip(self.indices, self.handles):
+            d = {"index": i}
+            if "uuid" in kinds:
+                d["uuid"] = self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h)
+            if "pci" in kinds:
+                d["pci_bus_id"] = self._pci(i, h)
+            if "mig" in kinds:
+                d["mig_instances"] = self._mig(i, h) or []
+            found.append(d)
+        keep, unmatched = match(entries, found)
+        if unmatched:
+            self.note("gpu selection: no GPU matches " + ", ".join(unmatched))
+        if not keep:
+            self._finalizer()
+            why = "no GPU is visible under CUDA_VISIBLE_DEVICES" if cuda else "no GPU matches the gpus selection"
+            raise RuntimeError(f"{why} ({'; '.join(self.notes)})" if self.notes else why)
+        self.indices = [self.indices[k] for k in keep]
+        self.handles = [self.handles[k] for k in keep]
+        self.devices = [self.devices[k] for k in keep]
+        self.cuda = cuda
+
+    def _mig(self, i: int, h) -> Optional[List[str]]:
+        """The UUIDs of a MIG-enabled device's instances; None: MIG is off or not supported."""
+        p = self.pynvml
+        try:
+            current, _ = self.timed("nvmlDeviceGetMigMode", i, p.nvmlDeviceGetMigMode, h)
+            if current != getattr(p, "NVML_DEVICE_MIG_ENABLE", 1):
+                return None
+            count = self.timed("nvmlDeviceGetMaxMigDeviceCount", i, p.nvmlDeviceGetMaxMigDeviceCount, h)
+        except (p.NVMLError, AttributeError):
+            return None
+        out = []
+        for k in range(count):
+            try:
+                mig = self.timed("nvmlDeviceGetMigDeviceHandleByIndex", i, p.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+            except p.NVMLError:
+                continue
+            u = self._text("nvmlDeviceGetUUID", i, p.nvmlDeviceGetUUID, mig)
+            if u:
+                out.append(u)
+        return out
+
     def describe(self) -> None:
-        """Names, UUIDs and PCI bus ids: after the layout, which is all that opening needs."""
+        """Names, UUIDs and PCI bus ids (MIG instances, the CUDA index): after the layout, which is all that
+        opening needs."""
         for d, (i, h) in enumerate(zip(self.indices, self.handles)):
             self.devices[d] = {"index": i,
                                "name": self._text("nvmlDeviceGetName", i, self.pynvml.nvmlDeviceGetName, h),
                                "uuid": self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h),
                                "pci_bus_id": self._pci(i, h)}
+            migs = self._mig(i, h)
+            if migs is not None:
+                self.devices[d]["mig_instances"] = migs
+            if self.cuda:
+                self.devices[d]["cuda_index"] = d
 
     def _text(self, what: str, i: int, fn, h) -> str:
         try:
