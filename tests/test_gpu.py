@@ -471,31 +471,6 @@ def test_thread_rows_and_cost(fake, capsys):
               f"p99={s.stats['sample_ns_p99']:.0f} per tick")
 
 
-@needs_native
-def test_python_metric_table_is_the_native_one():
-    from sysprof import _native
-    from sysprof.sampling.portable import nvml_table
-    from sysprof.sampling.registry import SOURCES
-    native = _native.nvml_metrics()
-    assert [m._asdict() for m in nvml_table.METRICS] == native
-    # The rows as the native source asks them (csrc/gpu/nvml_query.cpp), field ids from pynvml.py.
-    assert [(m["metric"], m["field_id"], m["scope"], m["fallback"]) for m in native] == [
-        ("util", None, None, None), ("mem_v2", None, None, "mem_v1"), ("mem_v1", None, None, None),
-        ("power_field", 186, 0, "power_usage"), ("power_usage", None, None, None),
-        ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
-        ("temp_v", None, None, "temp"), ("temp", None, None, None),
-        ("sm_clock", None, None, None), ("mem_clock", None, None, None),
-        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
-        ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None),
-        ("clk_events", None, None, "clk_throttle"), ("clk_throttle", None, None, None),
-        ("viol_power", None, None, None), ("viol_thermal", None, None, None), ("ecc_corrected", None, None, None),
-        ("ecc_uncorrected", None, None, None), ("remapped_rows", None, None, None), ("pcie_replay", None, None, None),
-        ("power_limit", None, None, None), ("pcie_gen", None, None, None), ("pcie_width", None, None, None)]
-    # Every channel is written by some row; the channel list is the registry's.
-    registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
-    assert {c for m in native for c in m["channels"]} == set(GPU_CHANNELS) and nvml_table.CHANNELS == registry
-
-
 def test_library_path_rule(fake, tmp_path, monkeypatch):
     from sysprof.sampling.portable.nvml import library_path, probe_library
     for unset in (lambda k: monkeypatch.delenv(k, raising=False), lambda k: monkeypatch.setenv(k, "")):

@@ -28,7 +28,7 @@ import os
 import re
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["check_gpus", "selection", "native_options", "match"]
+__all__ = ["check_gpus", "device", "selection", "native_options", "match"]
 
 _PCI = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-9a-fA-F])$")
 Entry = Tuple[str, str]  # (kind, value): index, uuid, mig, pci
@@ -125,3 +125,14 @@ def match(entries: Sequence[Entry], devices: Sequence[Mapping[str, object]]) -> 
         elif found not in out:
             out.append(found)
     return out, unmatched
+
+
+def device(d: dict) -> dict:
+    """A GPU's description as ``Sampler.devices`` gives it: ``index`` and ``cuda_index`` as ints,
+    ``mig_instances`` as a list (the native source gives strings, the instances comma-separated)."""
+    for k in ("index", "cuda_index"):
+        if k in d:
+            d[k] = int(d[k])
+    if isinstance(d.get("mig_instances"), str):
+        d["mig_instances"] = [u for u in d["mig_instances"].split(",") if u]
+    return d

@@ -396,17 +396,14 @@ class Sampler:
         index used in ``gpu/<index>/...``), ``name``, ``uuid`` and ``pci_bus_id`` (str); ``cuda_index`` (int,
         its ``cuda:N``) when ``CUDA_VISIBLE_DEVICES`` chose them; ``mig_instances`` (the MIG instances' UUIDs)
         on a MIG-enabled GPU, whose channels are the whole GPU's."""
+        from .gpus import device as gpu_device
+
         out = []
         for d in getattr(self._impl, "devices", []):
             d = dict(d)
             if is_tenure(d):  # a process_tree member (see members)
                 continue
-            for k in ("index", "cuda_index"):
-                if k in d:
-                    d[k] = int(d[k])
-            if isinstance(d.get("mig_instances"), str):  # the native source lists them comma-separated
-                d["mig_instances"] = [u for u in d["mig_instances"].split(",") if u]
-            out.append(d)
+            out.append(gpu_device(d))
         return out
 
     @property
