@@ -90,7 +90,7 @@ void Reader::main() {
   if (lib_.initialized) {
     for (Gpu& g : gpus_) gpm_close(lib_, g, *this);
     timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
-  }  // no other call can be in flight
+  }
   unload_library(lib_);
   std::lock_guard<std::mutex> g(mu_);
   done_ = true;
