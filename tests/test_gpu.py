@@ -21,7 +21,7 @@ import sysprof
 from sysprof.sampling.sampler import native_available
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
-    DEVICES, EVENT_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, GiB, NVLINK_NOTE, RATE_REL, assert_levels, expected_levels, fake, fake_builds,
+    ALL_CHANNELS, DEVICES, EVENT_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, GiB, NVLINK_NOTE, RATE_REL, assert_levels, expected_levels, fake, fake_builds,
     fresh_pynvml, gpu_sampler, needs_native, quiet, wait_for)
 
 
@@ -29,7 +29,7 @@ from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynv
 def test_native_exact_values(fake):
     f = fake()
     s = gpu_sampler("native")
-    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
+    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in ALL_CHANNELS)
     assert s.devices == DEVICES
     assert s.errors == {"gpu": NVLINK_NOTE}
     rows = []
@@ -107,14 +107,20 @@ def test_library_without_optional_symbols(fake):
     assert "gpu/1: pcie_tx_bytes_per_second read NaN (NVML_FI_DEV_PCIE_COUNT_TX_BYTES: " \
            "NVML_ERROR_FUNCTION_NOT_FOUND)" in err
     # Power, memory and temperature: the fallbacks answered, so no note.
-    assert not [n for n in err.split("; ") if n.split(": ")[1].startswith(("power", "memory", "temperature"))]
-    assert len(err.split("; ")) == 10  # energy, pcie tx/rx, nvlink tx/rx on both devices
+    assert not [n for n in err.split("; ") if n.split(": ")[1].startswith(("power_watts", "memory", "temperature"))]
+    old = [n for n in err.split("; ") if n.split(": ")[1].startswith(("energy", "pcie_tx", "pcie_rx", "nvlink"))]
+    assert len(old) == 10  # energy, pcie tx/rx, nvlink tx/rx on both devices
+    # The library has no health or GPM calls either (tests/test_gpu_health.py): 10 health notes per device (the
+    # clock reasons once, for both names), and the GPM channels absent.
+    assert len(err.split("; ")) == 10 + 2 * 10 + 2
+    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
 
 
 @needs_native
 def test_lost_device_others_and_host_continue(fake):
-    # Device 1 makes 3 calls to be described, then 8 per reading: lost during the reader's 4th reading.
-    f = fake(lost_after=36)
+    # Device 1 makes 5 calls at discovery (GPM support, name, UUID, PCI, MIG mode), 19 in the priming reading (8, a GPM
+    # sample and the 10 slow health rows), then 10 per reading (8 and 2 GPM): lost during the reader's 4th reading.
+    f = fake(lost_after=46)
     s = sysprof.Sampler(gpu=True, interval=0.001, cpu=False, memory=True, disk=False, net=False,
                         backend="native")
     s.start()
@@ -129,7 +135,7 @@ def test_lost_device_others_and_host_continue(fake):
     # The rows copy the reader's readings: device 1 reads finite until the reading that lost it.
     first_nan = int(np.argmax(np.isnan(lost_col)))
     assert np.isfinite(lost_col[0]) and np.isnan(lost_col[first_nan:]).all()
-    for c in GPU_CHANNELS:
+    for c in ALL_CHANNELS:
         assert np.isnan(b.column(f"gpu/1/{c}")[first_nan:]).all(), c
     assert np.isfinite(b.column("gpu/0/utilization_percent")).all()
     assert np.isfinite(b.column("gpu/0/power_watts")).all()
@@ -304,7 +310,7 @@ def test_describe_hang_lays_out_channels(fake, fresh_pynvml, backend):
     s = gpu_sampler(backend)
     # The layout is known (count and handles): the channels are there, the descriptions are not yet.
     assert f.hanging() == 1
-    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
+    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in ALL_CHANNELS)
     assert s.devices == [{"index": d, "name": "", "uuid": "", "pci_bus_id": ""} for d in (0, 1)]
     if backend == "native":
         assert re.match(r"gpu/0: nvmlDeviceGetName blocked for \d+\.\d s at open; gpu channels read NaN until "
@@ -430,6 +436,8 @@ def test_native_and_pynvml_agree(fake, fresh_pynvml, kind):
                 assert (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=2 * RATE_REL), c
             elif c.endswith("energy_joules"):
                 assert (math.isnan(x) and math.isnan(y)) or abs(x - y) < 200.0, c  # read at different times
+            elif c.endswith("seconds_total"):  # violation time: at most half the fake's clock, read apart
+                assert (math.isnan(x) and math.isnan(y)) or abs(x - y) < 1.0, c
             else:
                 assert (math.isnan(x) and math.isnan(y)) or x == y, (c, x, y)
     if kind == "full":
@@ -463,29 +471,6 @@ def test_thread_rows_and_cost(fake, capsys):
     with capsys.disabled():
         print(f"\n[fake NVML] 2 devices: sample_ns_mean={s.stats['sample_ns_mean']:.0f} "
               f"p99={s.stats['sample_ns_p99']:.0f} per tick")
-
-
-@needs_native
-def test_python_metric_table_is_the_native_one():
-    from sysprof import _native
-    from sysprof.sampling.portable import nvml_table
-    from sysprof.sampling.registry import SOURCES
-    native = _native.nvml_metrics()
-    assert [m._asdict() for m in nvml_table.METRICS] == native
-    # The rows as the native source asks them (csrc/gpu/nvml_query.cpp), field ids from pynvml.py.
-    assert [(m["metric"], m["field_id"], m["scope"], m["fallback"]) for m in native] == [
-        ("util", None, None, None), ("mem_v2", None, None, "mem_v1"), ("mem_v1", None, None, None),
-        ("power_field", 186, 0, "power_usage"), ("power_usage", None, None, None),
-        ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
-        ("temp_v", None, None, "temp"), ("temp", None, None, None),
-        ("sm_clock", None, None, None), ("mem_clock", None, None, None),
-        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
-        ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None)]
-    # Every channel is written by some row; the channel list is the registry's.
-    registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
-    # (the XID channels come from the event waiter, csrc/gpu/nvml_events.hpp, not from a table row)
-    assert {c for m in native for c in m["channels"]} == set(METRIC_CHANNELS)
-    assert nvml_table.CHANNELS == registry
 
 
 def test_library_path_rule(fake, tmp_path, monkeypatch):

@@ -169,6 +169,91 @@ using RegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);  // n
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned);  // nvmlEventSetWait_v2 (timeout in ms)
 using EventSetFreeFn = Return (*)(EventSet);  // nvmlEventSetFree
 
+// ---- Throttling and health (issue 13, item 2; values and layouts from pynvml.py 13.615.71)
+// nvmlPerfPolicyType_t NVML_PERF_POLICY_POWER / _THERMAL; nvmlMemoryErrorType_t; nvmlEccCounterType_t.
+constexpr int kPerfPolicyPower = 0;
+constexpr int kPerfPolicyThermal = 1;
+constexpr int kMemoryErrorCorrected = 0;
+constexpr int kMemoryErrorUncorrected = 1;
+constexpr int kVolatileEcc = 0;  // since the driver loaded (NVML_AGGREGATE_ECC = 1: over the device's life)
+
+struct ViolationTime {  // nvmlViolationTime_t
+  unsigned long long referenceTime;  // us, CLOCK_REALTIME
+  unsigned long long violationTime;  // ns the policy held the clocks down, since the driver loaded
+};
+static_assert(sizeof(ViolationTime) == 16 && offsetof(ViolationTime, violationTime) == 8, "nvmlViolationTime_t layout");
+
+// nvmlDeviceGetCurrentClocksEventReasons (r535+) and its older name ...ThrottleReasons: a bitmask.
+using GetReasonsFn = Return (*)(Device, unsigned long long*);
+using GetViolationFn = Return (*)(Device, int, ViolationTime*);  // nvmlDeviceGetViolationStatus
+using GetEccFn = Return (*)(Device, int, int, unsigned long long*);  // nvmlDeviceGetTotalEccErrors
+// nvmlDeviceGetRemappedRows(device, corrRows, uncRows, isPending, failureOccurred)
+using GetRemappedRowsFn = Return (*)(Device, unsigned*, unsigned*, unsigned*, unsigned*);
+// nvmlDeviceGetPcieReplayCounter, nvmlDeviceGetEnforcedPowerLimit (mW), nvmlDeviceGetCurrPcieLinkGeneration,
+// nvmlDeviceGetCurrPcieLinkWidth: GetUintFn.
+
+// ---- GPU Performance Monitoring, Hopper and newer (issue 13, item 1; pynvml.py 13.615.71)
+using GpmSample = struct GpmSampleSt*;  // nvmlGpmSample_t: an opaque buffer the library allocates
+
+struct GpmSupport {  // nvmlGpmSupport_t
+  unsigned version;  // NVML_GPM_SUPPORT_VERSION
+  unsigned isSupportedDevice;
+};
+constexpr unsigned kGpmSupportVersion = 1;
+
+struct GpmMetricInfo {  // nvmlGpmMetric_t's metricInfo: strings owned by the library
+  char* shortName;
+  char* longName;
+  char* unit;
+};
+struct GpmMetric {  // nvmlGpmMetric_t
+  unsigned metricId;  // NVML_GPM_METRIC_*
+  Return nvmlReturn;  // per metric
+  double value;
+  GpmMetricInfo metricInfo;
+};
+// NVML_GPM_METRIC_MAX: the array's length in the newest header (a driver fills numMetrics entries only;
+// the full length keeps the buffer as large as any header has it).
+constexpr unsigned kGpmMetricMax = 477;
+struct GpmMetricsGet {  // nvmlGpmMetricsGet_t
+  unsigned version;  // NVML_GPM_METRICS_GET_VERSION
+  unsigned numMetrics;
+  GpmSample sample1, sample2;  // the earlier and the later sample
+  GpmMetric metrics[kGpmMetricMax];
+};
+constexpr unsigned kGpmMetricsGetVersion = 1;
+static_assert(sizeof(GpmSupport) == 8, "nvmlGpmSupport_t layout");
+static_assert(sizeof(GpmMetric) == 40 && offsetof(GpmMetric, value) == 8 && offsetof(GpmMetric, metricInfo) == 16,
+              "nvmlGpmMetric_t layout");
+static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, sample2) == 16 &&
+                  offsetof(GpmMetricsGet, metrics) == 24 && sizeof(GpmMetricsGet) == 24 + 40 * kGpmMetricMax,
+              "nvmlGpmMetricsGet_t layout");
+
+// NVML_GPM_METRIC_* ids (pynvml.py); percentages 0-100, bandwidths in MiB/s.
+constexpr unsigned kGpmSmUtil = 2;  // SMs busy
+constexpr unsigned kGpmSmOccupancy = 3;  // warps resident vs the theoretical maximum
+constexpr unsigned kGpmAnyTensorUtil = 5;
+constexpr unsigned kGpmDramBwUtil = 10;
+constexpr unsigned kGpmFp64Util = 11;
+constexpr unsigned kGpmFp32Util = 12;
+constexpr unsigned kGpmFp16Util = 13;
+constexpr unsigned kGpmPcieTxPerSec = 20;
+constexpr unsigned kGpmPcieRxPerSec = 21;
+constexpr unsigned kGpmNvlinkTotalRxPerSec = 60;
+constexpr unsigned kGpmNvlinkTotalTxPerSec = 61;
+
+using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);  // nvmlGpmQueryDeviceSupport
+using GpmSampleAllocFn = Return (*)(GpmSample*);  // nvmlGpmSampleAlloc
+using GpmSampleFreeFn = Return (*)(GpmSample);  // nvmlGpmSampleFree
+using GpmSampleGetFn = Return (*)(Device, GpmSample);  // nvmlGpmSampleGet
+using GpmMetricsGetFn = Return (*)(GpmMetricsGet*);  // nvmlGpmMetricsGet
+
+// ---- MIG (issue 13, item 5): nvmlDeviceGetMigMode(device, currentMode, pendingMode), NVML_DEVICE_MIG_ENABLE = 1;
+// nvmlDeviceGetMaxMigDeviceCount(device, count); nvmlDeviceGetMigDeviceHandleByIndex(device, index, migDevice).
+constexpr unsigned kMigEnable = 1;
+using GetMigModeFn = Return (*)(Device, unsigned*, unsigned*);
+using GetMigDeviceHandleFn = Return (*)(Device, unsigned, Device*);
+
 // Symbolic name of a return code, for messages (never calls into the library, which may be hung).
 inline const char* return_name(Return r) {
   switch (r) {

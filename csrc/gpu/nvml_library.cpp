@@ -39,6 +39,26 @@ bool resolve(Library& lib) {
   lib.register_events = symbol<RegisterEventsFn>(h, "nvmlDeviceRegisterEvents");
   lib.event_set_wait = symbol<EventSetWaitFn>(h, "nvmlEventSetWait_v2");
   lib.event_set_free = symbol<EventSetFreeFn>(h, "nvmlEventSetFree");
+  // Throttling and health (issue 13, item 2).
+  lib.get_clk_events = symbol<GetReasonsFn>(h, "nvmlDeviceGetCurrentClocksEventReasons");
+  lib.get_clk_throttle = symbol<GetReasonsFn>(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  lib.get_violation = symbol<GetViolationFn>(h, "nvmlDeviceGetViolationStatus");
+  lib.get_ecc = symbol<GetEccFn>(h, "nvmlDeviceGetTotalEccErrors");
+  lib.get_remapped = symbol<GetRemappedRowsFn>(h, "nvmlDeviceGetRemappedRows");
+  lib.get_pcie_replay = symbol<GetUintFn>(h, "nvmlDeviceGetPcieReplayCounter");
+  lib.get_power_limit = symbol<GetUintFn>(h, "nvmlDeviceGetEnforcedPowerLimit");
+  lib.get_pcie_gen = symbol<GetUintFn>(h, "nvmlDeviceGetCurrPcieLinkGeneration");
+  lib.get_pcie_width = symbol<GetUintFn>(h, "nvmlDeviceGetCurrPcieLinkWidth");
+  // GPM (issue 13, item 1).
+  lib.gpm_support = symbol<GpmQueryDeviceSupportFn>(h, "nvmlGpmQueryDeviceSupport");
+  lib.gpm_alloc = symbol<GpmSampleAllocFn>(h, "nvmlGpmSampleAlloc");
+  lib.gpm_free = symbol<GpmSampleFreeFn>(h, "nvmlGpmSampleFree");
+  lib.gpm_sample = symbol<GpmSampleGetFn>(h, "nvmlGpmSampleGet");
+  lib.gpm_metrics = symbol<GpmMetricsGetFn>(h, "nvmlGpmMetricsGet");
+  // MIG (issue 13, item 5).
+  lib.get_mig_mode = symbol<GetMigModeFn>(h, "nvmlDeviceGetMigMode");
+  lib.get_max_mig = symbol<GetUintFn>(h, "nvmlDeviceGetMaxMigDeviceCount");
+  lib.get_mig_handle = symbol<GetMigDeviceHandleFn>(h, "nvmlDeviceGetMigDeviceHandleByIndex");
   return lib.init && lib.shutdown && lib.get_count && lib.get_handle;
 }
 

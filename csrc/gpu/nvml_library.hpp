@@ -36,6 +36,22 @@ struct Library {
   RegisterEventsFn register_events = nullptr;
   EventSetWaitFn event_set_wait = nullptr;
   EventSetFreeFn event_set_free = nullptr;
+  // Throttling and health (issue 13, item 2); read at kSlowNs (csrc/gpu/nvml_query.hpp).
+  GetReasonsFn get_clk_events = nullptr, get_clk_throttle = nullptr;
+  GetViolationFn get_violation = nullptr;
+  GetEccFn get_ecc = nullptr;
+  GetRemappedRowsFn get_remapped = nullptr;
+  GetUintFn get_pcie_replay = nullptr, get_power_limit = nullptr, get_pcie_gen = nullptr, get_pcie_width = nullptr;
+  // GPM (issue 13, item 1; csrc/gpu/nvml_gpm.hpp).
+  GpmQueryDeviceSupportFn gpm_support = nullptr;
+  GpmSampleAllocFn gpm_alloc = nullptr;
+  GpmSampleFreeFn gpm_free = nullptr;
+  GpmSampleGetFn gpm_sample = nullptr;
+  GpmMetricsGetFn gpm_metrics = nullptr;
+  // MIG (issue 13, item 5).
+  GetMigModeFn get_mig_mode = nullptr;
+  GetUintFn get_max_mig = nullptr;
+  GetMigDeviceHandleFn get_mig_handle = nullptr;
 };
 
 // The library's path: SYSPROF_NVML_LIBRARY when set and not empty, else kDefaultLibrary.

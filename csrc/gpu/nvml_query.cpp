@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "gpu/nvml_gpm.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -14,7 +15,15 @@ const char* const kChannelNames[kPerDevice] = {
     "memory_free_bytes",   "memory_reserved_bytes",      "power_watts",             "energy_joules",
     "energy_power_watts",  "temperature_celsius",        "sm_clock_hz",             "memory_clock_hz",
     "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second", "nvlink_tx_bytes_per_second",
-    "nvlink_rx_bytes_per_second"};
+    "nvlink_rx_bytes_per_second",
+    // throttling and health
+    "clocks_event_reasons", "violation_power_seconds_total", "violation_power_seconds_per_second",
+    "violation_thermal_seconds_total", "violation_thermal_seconds_per_second", "ecc_corrected_total",
+    "ecc_uncorrected_total", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending",
+    "pcie_replay_total", "power_limit_watts", "pcie_link_generation", "pcie_link_width",
+    // GPM
+    "sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
+    "fp16_active_percent", "fp32_active_percent", "fp64_active_percent"};
 
 namespace {
 
@@ -72,6 +81,43 @@ constexpr Getter get_temp = get_uint_of<&Library::get_temp, kTemperatureGpu>;
 constexpr Getter get_sm_clock = get_uint_of<&Library::get_clock, kClockSm>;
 constexpr Getter get_mem_clock = get_uint_of<&Library::get_clock, kClockMem>;
 
+// ---- throttling and health
+template <GetReasonsFn Library::*kFn>
+Return get_reasons(const Library& l, Device h, Raw& r) {
+  unsigned long long mask = 0;
+  Return e = (l.*kFn)(h, &mask);
+  r.v[0] = double(mask);  // the defined bits are all below 2^53: exact
+  return e;
+}
+template <int kPolicy>
+Return get_violation(const Library& l, Device h, Raw& r) {
+  ViolationTime t{};
+  Return e = l.get_violation(h, kPolicy, &t);
+  r.count = t.violationTime, r.counted = true;
+  return e;
+}
+template <int kType>
+Return get_ecc(const Library& l, Device h, Raw& r) {
+  unsigned long long n = 0;
+  Return e = l.get_ecc(h, kType, kVolatileEcc, &n);
+  r.v[0] = double(n);
+  return e;
+}
+Return get_remapped(const Library& l, Device h, Raw& r) {
+  unsigned corr = 0, unc = 0, pending = 0, failed = 0;
+  Return e = l.get_remapped(h, &corr, &unc, &pending, &failed);
+  r.v[0] = corr, r.v[1] = unc, r.v[2] = pending;
+  return e;
+}
+// (device, unsigned*) getters.
+template <GetUintFn Library::*kFn>
+Return get_uint(const Library& l, Device h, Raw& r) {
+  unsigned v = 0;
+  Return e = (l.*kFn)(h, &v);
+  r.v[0] = v;
+  return e;
+}
+
 // The library exports the function a metric needs.
 template <auto kFn>
 bool has(const Library& l) {
@@ -116,6 +162,33 @@ constexpr MetricSpec kMetricTable[kMetrics] = {
    {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
   {"nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", kFiNvlinkThroughputDataRx, kScopeAllLinks, -1, kKibRate,
    {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
+  // Throttling and health: slow rows (kSlowNs). ClocksEventReasons is the r535+ name of ThrottleReasons.
+  {"clk_events", "nvmlDeviceGetCurrentClocksEventReasons", 0, 0, mClkThrottle, kLevel, {kClkEvents, N, N, N},
+   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>, true},
+  {"clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", 0, 0, -1, kLevel, {kClkEvents, N, N, N},
+   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>, true},
+  {"viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", 0, 0, -1, kNsTotal,
+   {kViolPower, kViolPowerRate, N, N}, "violation_power_seconds_*", has<&Library::get_violation>,
+   get_violation<kPerfPolicyPower>, true},
+  {"viol_thermal", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL)", 0, 0, -1, kNsTotal,
+   {kViolThermal, kViolThermalRate, N, N}, "violation_thermal_seconds_*", has<&Library::get_violation>,
+   get_violation<kPerfPolicyThermal>, true},
+  {"ecc_corrected", "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", 0, 0, -1, kLevel, {kEccCorrected, N, N, N},
+   "ecc_corrected_total", has<&Library::get_ecc>, get_ecc<kMemoryErrorCorrected>, true},
+  {"ecc_uncorrected", "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", 0, 0, -1, kLevel,
+   {kEccUncorrected, N, N, N}, "ecc_uncorrected_total", has<&Library::get_ecc>, get_ecc<kMemoryErrorUncorrected>,
+   true},
+  {"remapped_rows", "nvmlDeviceGetRemappedRows", 0, 0, -1, kLevel,
+   {kRemapCorrectable, kRemapUncorrectable, kRemapPending, N}, "remapped_rows_*, remap_pending",
+   has<&Library::get_remapped>, get_remapped, true},
+  {"pcie_replay", "nvmlDeviceGetPcieReplayCounter", 0, 0, -1, kLevel, {kPcieReplay, N, N, N}, "pcie_replay_total",
+   has<&Library::get_pcie_replay>, get_uint<&Library::get_pcie_replay>, true},
+  {"power_limit", "nvmlDeviceGetEnforcedPowerLimit", 0, 0, -1, kFromMilli, {kPowerLimit, N, N, N},
+   "power_limit_watts", has<&Library::get_power_limit>, get_uint<&Library::get_power_limit>, true},
+  {"pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", 0, 0, -1, kLevel, {kPcieGen, N, N, N}, "pcie_link_generation",
+   has<&Library::get_pcie_gen>, get_uint<&Library::get_pcie_gen>, true},
+  {"pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", 0, 0, -1, kLevel, {kPcieWidth, N, N, N}, "pcie_link_width",
+   has<&Library::get_pcie_width>, get_uint<&Library::get_pcie_width>, true},
 };
 // clang-format on
 
@@ -127,6 +200,7 @@ const char* rule_name(Rule r) {
     case kEnergyMj: return "energy_mj";
     case kByteRate: return "byte_rate";
     case kKibRate: return "kib_rate";
+    case kNsTotal: return "ns_total";
   }
   return "?";
 }
@@ -164,7 +238,7 @@ bool wanted(const Gpu& g, int m) {
   return p < 0 || (g.refused & bit(p));
 }
 
-std::string device(const Gpu& g) { return "gpu/" + std::to_string(g.index) + ": "; }
+std::string device(const Gpu& g) { return device_label(g); }
 
 // Remembers a permanent refusal; notes it when a channel is left without a source.
 void refuse(Gpu& g, int m, Return r, Calls& calls) {
@@ -173,12 +247,6 @@ void refuse(Gpu& g, int m, Return r, Calls& calls) {
   const MetricSpec& s = kMetricTable[m];
   if (s.fallback >= 0 && !(g.refused & bit(s.fallback))) return;
   calls.note(device(g) + s.nan_note + " read NaN (" + s.call + ": " + return_name(r) + ")");
-}
-
-void mark_lost(Gpu& g, const char* what, Calls& calls) {
-  if (g.lost) return;
-  g.lost = true;
-  calls.note(device(g) + "lost (" + what + ": NVML_ERROR_GPU_IS_LOST or RESET_REQUIRED); its channels read NaN");
 }
 
 // Sorts out one answer about (device, metric). True: use the value. A lost device and a permanent
@@ -213,6 +281,9 @@ void store(Gpu& g, int m, const Raw& raw, int64_t now, double* o) {
       break;
     case kKibRate:
       if (raw.counted) o[ch[0]] = g.rate[m].update(raw.count * 1024, now);
+      break;
+    case kNsTotal:
+      if (raw.counted) o[ch[0]] = double(raw.count) * 1e-9, o[ch[1]] = g.rate[m].update(raw.count, now) * 1e-9;
       break;
   }
 }
@@ -291,10 +362,10 @@ bool read_fields(const Library& lib, Gpu& g, int64_t now, double* o, std::string
 }
 
 // 2. The getters, each asked once its turn comes: call, classify, remember. False: the device is lost.
-bool read_getters(const Library& lib, Gpu& g, int64_t now, double* o, std::string& err, Calls& calls) {
+bool read_getters(const Library& lib, Gpu& g, int64_t now, bool slow, double* o, std::string& err, Calls& calls) {
   for (int m = 0; m < kMetrics; ++m) {
     const MetricSpec& s = kMetricTable[m];
-    if (is_field(m) || !wanted(g, m)) continue;
+    if (is_field(m) || (s.slow && !slow) || !wanted(g, m)) continue;
     Raw raw;
     auto fn = [&] { return s.get(lib, g.handle, raw); };
     if (classify(g, m, calls.call(s.call, int(g.index), make_call(fn)), err, calls)) store(g, m, raw, now, o);
@@ -303,7 +374,38 @@ bool read_getters(const Library& lib, Gpu& g, int64_t now, double* o, std::strin
   return true;
 }
 
+// The channels the slow rows write, as a mask over Channel.
+constexpr uint64_t slow_channels() {
+  uint64_t b = 0;
+  for (int m = 0; m < kMetrics; ++m)
+    if (kMetricTable[m].slow)
+      for (int c : kMetricTable[m].channels)
+        if (c != kNoChannel) b |= uint64_t(1) << c;
+  return b;
+}
+constexpr uint64_t kSlowChannels = slow_channels();
+static_assert(kPerDevice <= 64, "Channel bits fit a uint64_t");
+
+// Slow channels: kept when read now, else the values last read.
+void hold_slow(Gpu& g, bool slow, double* o) {
+  for (int c = 0; c < kPerDevice; ++c)
+    if (kSlowChannels >> c & 1) {
+      if (slow)
+        g.held[c] = o[c];
+      else
+        o[c] = g.held[c];
+    }
+}
+
 }  // namespace
+
+std::string device_label(const Gpu& g) { return "gpu/" + std::to_string(g.index) + ": "; }
+
+void mark_lost(Gpu& g, const char* what, Calls& calls) {
+  if (g.lost) return;
+  g.lost = true;
+  calls.note(device_label(g) + "lost (" + what + ": NVML_ERROR_GPU_IS_LOST or RESET_REQUIRED); its channels read NaN");
+}
 
 int primary_of(int m) { return m >= 0 && m < kMetrics ? kPrimary[m] : -1; }
 
@@ -315,7 +417,14 @@ void refuse_missing(const Library& lib, Gpu& g, Calls& calls) {
 void read_device(const Library& lib, Gpu& g, int64_t now, double* o, std::string& err, Calls& calls) {
   fill_nan(o, kPerDevice);
   if (g.lost) return;
-  if (!read_fields(lib, g, now, o, err, calls) || !read_getters(lib, g, now, o, err, calls)) fill_nan(o, kPerDevice);
+  bool slow = now - g.slow_at >= kSlowNs;
+  if (slow) g.slow_at = now;
+  if (!read_fields(lib, g, now, o, err, calls) || !read_getters(lib, g, now, slow, o, err, calls) ||
+      (g.gpm && !gpm_read(lib, g, now, o, err, calls))) {
+    fill_nan(o, kPerDevice);
+    return;
+  }
+  hold_slow(g, slow, o);
 }
 
 }  // namespace nvml

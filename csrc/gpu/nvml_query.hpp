@@ -8,13 +8,18 @@
 // NO_PERMISSION, FUNCTION_NOT_FOUND (and ARGUMENT_VERSION_MISMATCH; INVALID_ARGUMENT for a field id an
 // older driver does not know) are remembered per (device, metric) and never asked again; GPU_IS_LOST
 // and RESET_REQUIRED retire the device (NaN from then on); anything else is NaN for this reading.
-// The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp); the pynvml
+// Slow rows (throttling and health: clock event reasons, violation times, ECC, remapped rows, PCIe replays
+// and link, the power limit) are asked once every kSlowNs and their channels hold the last answer in
+// between, so at 1 kHz they cost one compare per row per reading. GPM (csrc/gpu/nvml_gpm.hpp) follows the
+// getters. The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp); the pynvml
 // twin (sysprof/sampling/portable/nvml_table.py) is pinned to it by tests/test_gpu.py.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "derive/rules.hpp"
 #include "gpu/nvml_library.hpp"
@@ -40,8 +45,32 @@ enum Channel {
   kPcieRx,
   kNvlinkTx,
   kNvlinkRx,
+  // throttling and health (read every kSlowNs)
+  kClkEvents,
+  kViolPower,
+  kViolPowerRate,
+  kViolThermal,
+  kViolThermalRate,
+  kEccCorrected,
+  kEccUncorrected,
+  kRemapCorrectable,
+  kRemapUncorrectable,
+  kRemapPending,
+  kPcieReplay,
+  kPowerLimit,
+  kPcieGen,
+  kPcieWidth,
+  // GPM (csrc/gpu/nvml_gpm.hpp): laid out only on a device that supports it
+  kSmActive,
+  kSmOccupancy,
+  kTensorActive,
+  kDramActive,
+  kFp16Active,
+  kFp32Active,
+  kFp64Active,
   kPerDevice
 };
+constexpr int kFirstGpm = kSmActive;  // kFirstGpm .. kPerDevice-1: the GPM-only channels
 constexpr int kNoChannel = -1;
 extern const char* const kChannelNames[kPerDevice];
 
@@ -62,8 +91,22 @@ enum Metric {
   mPcieRx,
   mNvlinkTx,
   mNvlinkRx,
+  // throttling and health: slow rows, read every kSlowNs and held in between
+  mClkEvents,
+  mClkThrottle,
+  mViolPower,
+  mViolThermal,
+  mEccCorrected,
+  mEccUncorrected,
+  mRemapped,
+  mPcieReplay,
+  mPowerLimit,
+  mPcieGen,
+  mPcieWidth,
   kMetrics
 };
+// Slow rows are read once this long after their previous read; their channels hold the value between.
+constexpr int64_t kSlowNs = 1000000000;
 
 // How a raw answer becomes channel values.
 enum Rule {
@@ -73,6 +116,7 @@ enum Rule {
   kEnergyMj,   // an mJ counter: energy_joules, and energy_power_watts through EnergyPower
   kByteRate,   // a byte counter, as bytes per second through RateCounter
   kKibRate,    // a KiB counter, as bytes per second through RateCounter
+  kNsTotal,    // a ns counter: seconds total, and seconds per second through RateCounter
 };
 const char* rule_name(Rule r);
 
@@ -96,6 +140,7 @@ struct MetricSpec {
   const char* nan_note;  // what reads NaN once this (and its fallback) is refused
   Available available;   // the library exports what this metric needs
   Getter get;            // the NVML call (nullptr for a field)
+  bool slow = false;     // read every kSlowNs, held in between
 };
 extern const MetricSpec kMetricTable[kMetrics];
 
@@ -126,6 +171,8 @@ class Calls {
   ~Calls() = default;
 };
 
+struct GpmState;  // csrc/gpu/nvml_gpm.hpp
+
 struct Gpu {
   unsigned index = 0;
   Device handle = nullptr;
@@ -139,7 +186,17 @@ struct Gpu {
   uint32_t req_mask = ~uint32_t(0);  // refused bits the request was built for; ~0: not built
   RateCounter rate[kMetrics];  // kByteRate and kKibRate rows
   EnergyPower energy;  // kEnergyMj rows (one of the two is asked)
+  int64_t slow_at = INT64_MIN / 4;  // when the slow rows were last read
+  double held[kPerDevice];  // the slow rows' channels as last read
+  double full[kPerDevice];  // the reading being taken, every channel
+  std::vector<int> chans;  // the Channels laid out for this device, in order
+  std::shared_ptr<GpmState> gpm;  // set when the device supports GPM
 };
+
+// Notes a lost device once; its channels read NaN from then on.
+void mark_lost(Gpu& g, const char* what, Calls& calls);
+// "gpu/<index>: "
+std::string device_label(const Gpu& g);
 
 // Refuses, as FUNCTION_NOT_FOUND, every metric the library cannot serve (at discovery).
 void refuse_missing(const Library& lib, Gpu& g, Calls& calls);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "gpu/nvml_gpm.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
@@ -67,8 +68,8 @@ std::map<std::string, std::string> undescribed(unsigned index) {
 
 // ---- the reader thread
 
-Reader::Reader(int64_t interval_ns)
-    : interval_(std::max<int64_t>(interval_ns, 1)), keep_(2 * interval_ + kLateNs) {}
+Reader::Reader(int64_t interval_ns, Selection sel)
+    : interval_(std::max<int64_t>(interval_ns, 1)), keep_(2 * interval_ + kLateNs), sel_(std::move(sel)) {}
 
 void Reader::main() {
   sigset_t all;  // process signals go to other threads, not to one that may sit in the driver
@@ -87,6 +88,8 @@ void Reader::main() {
   } catch (...) {
     fail("GPU reader stopped by an unknown exception");
   }
+  if (lib_.initialized)
+    for (Gpu& g : gpus_) gpm_close(lib_, g, *this);  // GPM samples before the XID waiter may shut NVML down
   if (events_.close(kEventStopWaitNs, *this)) {  // else the XID thread shuts NVML down once its wait returns
     if (lib_.initialized) timed("nvmlShutdown", -1, [&] { return lib_.shutdown(); });  // no other call can be in flight
     unload_library(lib_);
@@ -134,17 +137,20 @@ bool Reader::discover() {
   if (r != kSuccess) return fail(std::string("nvmlDeviceGetCount_v2 failed: ") + return_name(r)), false;
   if (count == 0) return fail("NVML found no GPU"), false;
   if (!open_devices(count)) return false;
-  published_.init(gpus_.size() * kDeviceWidth);
-  scratch_.assign(gpus_.size() * kDeviceWidth, kNaN);
+  size_t width = 0;
+  for (const Gpu& g : gpus_) width += g.chans.size() + kEventChannels;  // the laid-out metrics, then the XIDs'
+  published_.init(width);
+  scratch_.assign(width, kNaN);
   error_.reserve(256);
   tick_error_.reserve(256);
   set_phase(kLayout);
   return true;
 }
 
-// The handles of the devices this process may use; the others are left out, with a note.
+// The handles of the devices this process may use and was asked for (sel_), in that order; the others are
+// left out, with a note for those it may not use.
 bool Reader::open_devices(unsigned count) {
-  gpus_.reserve(count);  // never reallocated: other threads read the indices from kLayout on
+  std::vector<std::pair<unsigned, Device>> all;
   std::string skipped;
   for (unsigned i = 0; i < count; ++i) {
     if (quit_.load(std::memory_order_relaxed)) return false;
@@ -155,13 +161,29 @@ bool Reader::open_devices(unsigned count) {
                  ": nvmlDeviceGetHandleByIndex_v2 " + return_name(r) + "; left out";
       continue;
     }
+    all.emplace_back(i, h);
+  }
+  std::vector<size_t> keep = select_devices(lib_, all, sel_, *this);
+  if (quit_.load(std::memory_order_relaxed)) return false;
+  if (keep.empty()) {
+    std::string why = all.empty() ? (skipped.empty() ? "NVML found no usable GPU" : skipped)
+                                  : (sel_.cuda ? "no GPU is visible under CUDA_VISIBLE_DEVICES"
+                                               : "no GPU matches the gpus selection");
+    std::string notes = this->notes();
+    return fail(notes.empty() ? why : why + " (" + notes + ")"), false;
+  }
+  gpus_.reserve(keep.size());  // never reallocated: other threads read the layout from kLayout on
+  for (size_t k : keep) {
     gpus_.emplace_back();
     Gpu& g = gpus_.back();
-    g.index = i;
-    g.handle = h;
+    g.index = all[k].first;
+    g.handle = all[k].second;
+    fill_nan(g.held, kPerDevice);
     refuse_missing(lib_, g, *this);
+    gpm_open(lib_, g, *this);
+    for (int c = 0; c < kPerDevice; ++c)
+      if (c < kFirstGpm || g.gpm) g.chans.push_back(c);
   }
-  if (gpus_.empty()) return fail(skipped.empty() ? "NVML found no usable GPU" : skipped), false;
   if (!skipped.empty()) note(skipped);
   return true;
 }
@@ -180,6 +202,13 @@ bool Reader::describe() {
     std::memset(&pci, 0, sizeof pci);
     if (lib_.get_pci && timed("nvmlDeviceGetPciInfo_v3", i, [&] { return lib_.get_pci(g.handle, &pci); }) == kSuccess)
       d["pci_bus_id"] = cstr(pci.busId, sizeof pci.busId);
+    std::vector<std::string> migs;
+    if (mig_instances(lib_, g.handle, i, *this, migs)) {  // MIG on: the parent's metrics, its instances listed
+      std::string list;
+      for (const std::string& u : migs) list += (list.empty() ? "" : ",") + u;
+      d["mig_instances"] = list;
+    }
+    if (sel_.cuda) d["cuda_index"] = std::to_string(&g - gpus_.data());
     g.info = std::move(d);
   }
   return !quit_.load(std::memory_order_relaxed);
@@ -222,13 +251,16 @@ bool Reader::wait_turn(std::unique_lock<std::mutex>& lk, int64_t now, int64_t ne
 // One reading of every device, published. Allocates nothing unless an error is new.
 void Reader::read_all(int64_t now) {
   tick_error_.clear();
-  for (size_t i = 0; i < gpus_.size(); ++i) {
-    read_device(lib_, gpus_[i], now, scratch_.data() + i * kDeviceWidth, tick_error_, *this);
-    double* xid = scratch_.data() + i * kDeviceWidth + kPerDevice;
-    if (gpus_[i].lost)
-      fill_nan(xid, kEventChannels);  // a lost device's channels all read NaN
+  double* o = scratch_.data();
+  for (size_t i = 0; i < gpus_.size(); ++i) {  // every channel into g.full, then the device's laid-out ones in order
+    Gpu& g = gpus_[i];
+    read_device(lib_, g, now, g.full, tick_error_, *this);
+    for (int c : g.chans) *o++ = g.full[c];
+    if (g.lost)
+      fill_nan(o, kEventChannels);  // a lost device's channels all read NaN
     else
-      events_.values(i, xid);
+      events_.values(i, o);
+    o += kEventChannels;
   }
   std::string xid_note;
   if (events_.take_note(xid_note)) note(xid_note);
@@ -284,9 +316,12 @@ std::string Reader::failure() {
   return failure_;
 }
 
-std::vector<unsigned> Reader::indices() const {
-  std::vector<unsigned> v;
-  for (const Gpu& g : gpus_) v.push_back(g.index);
+std::vector<std::string> Reader::channels() const {
+  std::vector<std::string> v;
+  for (const Gpu& g : gpus_) {
+    for (int c : g.chans) v.push_back("gpu/" + std::to_string(g.index) + "/" + kChannelNames[c]);
+    for (const char* c : kEventChannelNames) v.push_back("gpu/" + std::to_string(g.index) + "/" + c);
+  }
   return v;
 }
 

@@ -22,6 +22,7 @@
 
 #include "gpu/nvml_events.hpp"
 #include "gpu/nvml_query.hpp"
+#include "gpu/nvml_select.hpp"
 
 namespace sysprof {
 namespace nvml {
@@ -62,7 +63,8 @@ void label(char* buf, size_t cap, const char* what, int dev);
 
 class Reader final : public Calls {
  public:
-  explicit Reader(int64_t interval_ns);
+  // sel: the GPUs read and their order (csrc/gpu/nvml_select.hpp; inactive: all, NVML order).
+  Reader(int64_t interval_ns, Selection sel);
 
   // ---- the reader thread
   void main();
@@ -71,7 +73,9 @@ class Reader final : public Calls {
   int wait_phase(int64_t deadline);  // until ready or failed, or the deadline; the phase
   std::string failure();
   int phase() const { return phase_.load(std::memory_order_acquire); }
-  std::vector<unsigned> indices() const;  // NVML indices of the devices; from kLayout on
+  // The channel names, "gpu/<index>/<channel>", device by device; from kLayout on. A device lays out
+  // every Channel but the GPM ones where it has no GPM (csrc/gpu/nvml_gpm.hpp).
+  std::vector<std::string> channels() const;
   std::vector<std::map<std::string, std::string>> devices() const;
 
   // The call in flight: what, device (-1: none) and since when (CLOCK_MONOTONIC). False: none.
@@ -112,6 +116,7 @@ class Reader final : public Calls {
   void read_all(int64_t now);
 
   const int64_t interval_, keep_;
+  const Selection sel_;
   Library lib_;
   std::vector<Gpu> gpus_;
   EventWaiter events_;  // XID events, on a thread of their own (nvml_events.hpp)

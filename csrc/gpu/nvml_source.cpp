@@ -51,7 +51,7 @@ class NvmlSource final : public Source {
 
   bool open(const Config& cfg, std::vector<std::string>& channels, std::string& err) override {
     auto owner = std::make_shared<ReaderOwner>();
-    owner->reader = std::make_shared<Reader>(cfg.interval_ns);
+    owner->reader = std::make_shared<Reader>(cfg.interval_ns, parse_selection(cfg.options));
     std::shared_ptr<Reader> r = owner->reader;
     try {
       owner->thread.reset(new std::thread([r] { r->main(); }));
@@ -71,12 +71,9 @@ class NvmlSource final : public Source {
       owner->wait_ns = 0;
       return false;
     }
-    std::vector<unsigned> idx = r->indices();
-    for (unsigned i : idx) {
-      for (const char* c : kChannelNames) channels.push_back("gpu/" + std::to_string(i) + "/" + c);
-      for (const char* c : kEventChannelNames) channels.push_back("gpu/" + std::to_string(i) + "/" + c);
-    }
-    width_ = idx.size() * kDeviceWidth;
+    std::vector<std::string> names = r->channels();
+    width_ = names.size();
+    channels.insert(channels.end(), names.begin(), names.end());
     late_ns_ = cfg.interval_ns + kLateNs;
     remember_versions();
     err = r->notes();

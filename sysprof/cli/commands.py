@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
                       phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
+from ..report.gpu_reasons import reason_lines
 from .common import PROG, CLIError, _import_sysprof
 
 
@@ -55,6 +56,8 @@ def cmd_report(args) -> int:
     else:
         print_verdict(judged)
         print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+        for line in reason_lines(data):  # the names of gpu/<i>/clocks_event_reasons' bits
+            print(line)
         if xids:
             print(f"\nGPU XID errors ({len(xids)}):")
             print("\n".join(f"  {line}" for line in xids))

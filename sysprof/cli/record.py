@@ -20,8 +20,8 @@ from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
 from .output import _open_output, _symlink_error
-from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, intervals_from_args,
-                      requested, sampler_kwargs, target_sources, warn_problems)
+from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, gpus_from_args,
+                      intervals_from_args, requested, sampler_kwargs, target_sources, warn_problems)
 
 #: the sampling interval used when ``--interval`` is not given
 DEFAULT_INTERVAL = "10ms"
@@ -93,7 +93,7 @@ def cmd_record(args) -> int:
 
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
                   capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval),
-                  devices=devices)
+                  devices=devices, gpus=gpus_from_args(args))
     asked = requested(sources)
     followed = [name for name in asked if name in target_sources()]
     follow_child = bool(followed) and bool(command)
@@ -278,6 +278,7 @@ class _Recording:
             "start_time_ns": self.t_start_ns,
             "duration_limit_s": args.duration,
             "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None,
+            "gpus": list(getattr(sampler, "devices", [])),  # index, name, uuid, pci_bus_id[, cuda_index, mig_instances]
         }
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})

@@ -64,6 +64,10 @@ def add_source_flags(parser) -> None:
                         "default: all but loop*, ram*, zram* disks and lo, which a GLOB matching them brings "
                         "back ('*': every device). Quote the GLOB for the shell: --devices 'nvme*' "
                         "--devices '!net/docker*'")
+    g.add_argument("--gpus", metavar="LIST",
+                   help="GPUs to record with --gpu, in this order: comma-separated NVML indices, GPU-/MIG- UUIDs "
+                        "(or prefixes) or PCI bus ids; 'all': every GPU. Default: those CUDA_VISIBLE_DEVICES "
+                        "makes visible when it is set, else every GPU")
 
 
 def interval_flag(spec) -> str:
@@ -120,6 +124,19 @@ def _sources_from_args(args, have_target: bool, pid_given: bool = False):
         if any(chosen[opt.name] for opt in spec.options if opt.is_switch):
             chosen[name] = True  # a switch implies its source
     return chosen
+
+
+def gpus_from_args(args):
+    """The Sampler's ``gpus`` of ``--gpus`` (None: not given); a malformed entry is an error."""
+    from ..sampling.gpus import check_gpus
+
+    if not getattr(args, "gpus", None):
+        return None
+    try:
+        check_gpus(args.gpus, "--gpus")
+    except ValueError as e:
+        raise CLIError(str(e), status=2) from None
+    return "all" if args.gpus.strip() == "all" else [g.strip() for g in args.gpus.split(",")]
 
 
 def devices_from_args(args):

@@ -271,6 +271,10 @@ class Sampler:
             all but loop devices, RAM disks, zram and ``lo``, which a glob matching them brings back (``["*"]``:
             every device). The rule is :mod:`sysprof.sampling.devices`'; ``self.device_filter`` holds it. (The
             ``devices`` attribute lists the GPUs found.)
+        gpus: which GPUs the gpu source reads, in this order: NVML indices, ``GPU-`` UUIDs (or prefixes),
+            ``MIG-`` UUIDs (their parent GPU) or PCI bus ids; ``"all"``: every GPU. None: those
+            ``CUDA_VISIBLE_DEVICES`` makes visible, in CUDA's order, when it is set, else every GPU. The rule is
+            :mod:`sysprof.sampling.gpus`'.
         **sources: one boolean keyword per source and per source switch, an int per number option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
             the README):
@@ -285,7 +289,7 @@ class Sampler:
             ``intervals``: a name that is not a registered source (the message lists them), a source not
             switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of non-empty
             glob strings (or has ``disk/`` or ``net/`` with no glob after it); a number option outside its
-            range (``process_tree_slots``: 0-64).
+            range (``process_tree_slots``: 0-64); ``gpus`` entries that are no GPU index, UUID or PCI bus id.
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see README.
@@ -301,9 +305,11 @@ class Sampler:
     def __init__(self, interval: float = 0.001, *, capacity: Optional[int] = None, backend: str = "auto",
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  intervals: Optional[Mapping[str, float]] = None, devices: Optional[List[str]] = None,
-                 gpu_interval: Optional[float] = None, **sources: bool) -> None:
+                 gpu_interval: Optional[float] = None, gpus: Optional[List[object]] = None,
+                 **sources: bool) -> None:
         from .devices import DeviceFilter
         from .gpu_interval import with_gpu_interval
+        from .gpus import native_options as gpu_options, selection as gpu_selection
 
         for key in sources:
             if key not in SOURCE_KEYWORDS:
@@ -326,6 +332,7 @@ class Sampler:
         intervals = with_gpu_interval(float(interval), intervals, gpu_interval, flags.get("gpu", False))
         periods = _periods(float(interval), intervals, flags)
         self.device_filter = DeviceFilter(devices)
+        gpu_sel = gpu_selection(gpus)  # ValueError for a malformed entry
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
         if pid is not None and not any(flags[n] for n in followers):
             raise ValueError(f"pid is only read by {_or_list([n + '=True' for n in followers])}; "
@@ -349,6 +356,7 @@ class Sampler:
             on = [n for n in SOURCES if flags[n]]  # registry order is row order
             options = _native_options(flags)
             options += self.device_filter.native_options()
+            options += gpu_options(gpus) if flags.get("gpu") else []
             interval_ns = max(1, int(round(self.interval * 1e9)))
             try:
                 self._impl = _native.NativeSampler(
@@ -366,7 +374,7 @@ class Sampler:
             from .portable.host import PsutilSampler
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
                                        sys_root=sys_root, periods=periods, max_ring_bytes=max_ring_bytes,
-                                       device_filter=self.device_filter, **flags)
+                                       device_filter=self.device_filter, gpus=gpu_sel, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
         self.capacity: int = int(getattr(self._impl, "capacity", capacity))  # rows of the ring
 
@@ -390,15 +398,17 @@ class Sampler:
     @property
     def devices(self) -> List[Dict[str, object]]:
         """Discovered GPUs (``gpu=True``), in channel order: dicts with ``index`` (int, the NVML
-        index used in ``gpu/<index>/...``), ``name``, ``uuid`` and ``pci_bus_id`` (str)."""
+        index used in ``gpu/<index>/...``), ``name``, ``uuid`` and ``pci_bus_id`` (str); ``cuda_index`` (int,
+        its ``cuda:N``) when ``CUDA_VISIBLE_DEVICES`` chose them; ``mig_instances`` (the MIG instances' UUIDs)
+        on a MIG-enabled GPU, whose channels are the whole GPU's."""
+        from .gpus import device as gpu_device
+
         out = []
         for d in getattr(self._impl, "devices", []):
             d = dict(d)
             if is_tenure(d):  # a process_tree member (see members)
                 continue
-            if "index" in d:
-                d["index"] = int(d["index"])
-            out.append(d)
+            out.append(gpu_device(d))
         return out
 
     @property

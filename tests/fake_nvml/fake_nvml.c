@@ -17,6 +17,13 @@
  *                                nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2 (device =
  *                                the index asked for); "*": every call that concerns a device
  *   FAKE_NVML_STATIC=1           levels do not depend on call counts (to compare two readers)
+ *   FAKE_NVML_REFUSE=<list>      "name[@d]=code,..." : the function `name` (its NVML name, "gpm:<metric
+ *                                id>" for one GPM metric, "field:<id>" for one field value) answers nvmlReturn_t `code` on device d (every
+ *                                device without @d), e.g. nvmlDeviceGetRemappedRows@1=3 (NOT_SUPPORTED),
+ *                                nvmlDeviceGetCurrentClocksEventReasons=13 (FUNCTION_NOT_FOUND: an older driver)
+ *   FAKE_NVML_GPM_DEVICES=<mask> the devices whose nvmlGpmQueryDeviceSupport says supported (default all)
+ *   FAKE_NVML_MIG=<mask>         the devices in MIG mode (default none): 2 instances each, UUIDs
+ *                                MIG-fa4e0000-0000-0000-0000-0000000000<d><i>
  *
  * Values (d = device index; n = how many times this function was called on this device, this call
  * included, or 1 with FAKE_NVML_STATIC; t = CLOCK_MONOTONIC ns since the first nvmlInit):
@@ -29,6 +36,20 @@
  *   PCIe tx = (1 + 2d) * t bytes, rx = (2 + 2d) * t bytes (i.e. 1e9 B/s per unit of the factor)
  *   NVLink tx = 25 GiB/s, rx = 50 GiB/s (as KiB counters) on device 0, summed over 18 links: scopeId
  *          UINT_MAX gives the sum, a link id 0..17 its 1/18 share
+ * Throttling and health (section "throttling and health" below; t as above, in ns):
+ *   clocks event reasons (both names) = 0x4 (SW power cap) on device 0, 0x48 (HW slowdown | HW thermal) on 1
+ *   violation time POWER = t / (4 >> d) ns (a quarter of the time on device 0, half on 1), THERMAL = t / 8 on
+ *          device 0, 0 on 1; referenceTime = CLOCK_REALTIME us
+ *   ECC volatile corrected = 5 + d, uncorrected = d (aggregate: 1000 + those, to catch the wrong counter)
+ *   remapped rows correctable = 2 + d, uncorrectable = d, pending = d, failure = 0
+ *   PCIe replays = 7 + 3d; enforced power limit = 700000 - 100000d mW; PCIe link generation = 5 - d,
+ *          width = 16 >> d
+ * GPM (section "GPM" below): nvmlGpmSampleGet stamps the sample with k = its call count on the device;
+ *   nvmlGpmMetricsGet(s1, s2) gives, for a percentage metric id m (1..13), m + 10d + k2 % 10 (k2: s2's k, 1
+ *   with FAKE_NVML_STATIC), and for a bandwidth id (20, 21, 60, 61) 10m + d MiB/s, but NOT_SUPPORTED for the
+ *   NVLink ones (60, 61) on device 1 (no NVLink, as its fields say); s1 = s2, samples of two devices, or s2
+ *   taken before s1: INVALID_ARGUMENT; version != 1:
+ *   ARGUMENT_VERSION_MISMATCH. fake_nvml_gpm_live() counts allocated samples.
  * Device 1 answers NOT_SUPPORTED for the POWER_INSTANT, TOTAL_ENERGY_CONSUMPTION and NVLink fields
  * (the call itself succeeds), and reports PCIe counters as unsigned long.
  *
@@ -54,6 +75,7 @@ enum {
   NVML_ERROR_UNINITIALIZED = 1,
   NVML_ERROR_INVALID_ARGUMENT = 2,
   NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_GPU_IS_LOST = 15,
   NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
@@ -218,6 +240,8 @@ static unsigned long long elapsed_ns(void) {
 __attribute__((unused)) static unsigned long long energy_mj(int d) { return 1000000ull + (d == 0 ? 250ull : 150ull) * elapsed_ns() / 1000000ull; }
 
 /* ---- init / shutdown ---- */
+static void read_issue13_config(void);
+static nvmlReturn_t refused(const char *name, int d);
 static nvmlReturn_t do_init(const char *name) {
   long calls = bump(name, -1);
   cfg_init_error = (int)env_long("FAKE_NVML_INIT_ERROR", 0);
@@ -230,6 +254,7 @@ static nvmlReturn_t do_init(const char *name) {
   cfg_static = (int)env_long("FAKE_NVML_STATIC", 0);
   const char *call = getenv("FAKE_NVML_HANG_CALL");
   snprintf(cfg_hang_call, sizeof cfg_hang_call, "%s", call && *call ? call : "nvmlDeviceGetUtilizationRates");
+  read_issue13_config();
   maybe_hang(name, -1, calls);
   if (cfg_init_error) return cfg_init_error;
   if (t0_ns < 0) t0_ns = mono_ns();
@@ -286,7 +311,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int
   snprintf(s, sizeof s, "Fake GPU %d", d);
   return leave(put_string(name, len, s));
 }
+static nvmlReturn_t mig_uuid(nvmlDevice_t dev, char *uuid, unsigned int len);
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  if (mig_uuid(dev, uuid, len) != NVML_ERROR_NOT_FOUND) return mig_uuid(dev, uuid, len); /* a MIG handle */
   ENTER("nvmlDeviceGetUUID", dev);
   char s[64];
   snprintf(s, sizeof s, "GPU-fa4e0000-0000-0000-0000-00000000000%d", d);
@@ -415,6 +442,223 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
       default:
         f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     }
+    if (refused(name, d) != NVML_SUCCESS) f->nvmlReturn = refused(name, d); /* FAKE_NVML_REFUSE=field:<id> */
+  }
+  return leave(NVML_SUCCESS);
+}
+#endif
+
+/* ==== issue 13: configured refusals (FAKE_NVML_REFUSE, FAKE_NVML_GPM_DEVICES) ==== */
+#define MAX_REFUSALS 16
+static struct { char name[48]; int device; nvmlReturn_t code; } refusals[MAX_REFUSALS];
+static int nrefusals;
+static long cfg_gpm_devices = -1, cfg_mig;
+
+static void read_issue13_config(void) {
+  nrefusals = 0;
+  cfg_gpm_devices = env_long("FAKE_NVML_GPM_DEVICES", -1);
+  cfg_mig = env_long("FAKE_NVML_MIG", 0);
+  const char *v = getenv("FAKE_NVML_REFUSE");
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", v ? v : "");
+  for (char *save = NULL, *item = strtok_r(buf, ",", &save); item && nrefusals < MAX_REFUSALS;
+       item = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(item, '=');
+    if (!eq) continue;
+    *eq = 0;
+    char *at = strchr(item, '@');
+    refusals[nrefusals].device = at ? atoi(at + 1) : -1;
+    if (at) *at = 0;
+    snprintf(refusals[nrefusals].name, sizeof refusals[nrefusals].name, "%s", item);
+    refusals[nrefusals].code = atoi(eq + 1);
+    ++nrefusals;
+  }
+}
+/* The configured answer of `name` on device d, or NVML_SUCCESS. */
+__attribute__((unused)) static nvmlReturn_t refused(const char *name, int d) {
+  for (int i = 0; i < nrefusals; ++i)
+    if ((refusals[i].device < 0 || refusals[i].device == d) && strcmp(refusals[i].name, name) == 0)
+      return refusals[i].code;
+  return NVML_SUCCESS;
+}
+/* ==== issue 13: MIG (full and minimal builds: nvmlDeviceGetUUID answers for MIG handles) ==== */
+static struct fake_device mig_devices[MAX_DEVICES][2];
+static nvmlReturn_t mig_uuid(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  if (!dev || (void *)dev < (void *)mig_devices || (void *)dev >= (void *)(mig_devices + MAX_DEVICES))
+    return NVML_ERROR_NOT_FOUND;
+  int k = (int)(dev - &mig_devices[0][0]);
+  char s[64];
+  snprintf(s, sizeof s, "MIG-fa4e0000-0000-0000-0000-0000000000%d%d", k / 2, k % 2);
+  return put_string(uuid, len, s);
+}
+
+#define ENTER_OR_REFUSE(name, dev) \
+  ENTER(name, dev);                \
+  if (refused(name, d) != NVML_SUCCESS) return leave(refused(name, d))
+
+#ifndef FAKE_NVML_MINIMAL
+/* ==== issue 13: throttling and health ==== */
+typedef struct { unsigned long long referenceTime, violationTime; } nvmlViolationTime_t;
+_Static_assert(sizeof(nvmlViolationTime_t) == 16, "violation time");
+enum { PERF_POLICY_POWER = 0, PERF_POLICY_THERMAL = 1 };
+
+static unsigned long long reasons_of(int d) { return d == 0 ? 0x4ull : 0x48ull; }
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev, unsigned long long *reasons) {
+  ENTER_OR_REFUSE("nvmlDeviceGetCurrentClocksEventReasons", dev);
+  *reasons = reasons_of(d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t dev, unsigned long long *reasons) {
+  ENTER_OR_REFUSE("nvmlDeviceGetCurrentClocksThrottleReasons", dev);
+  *reasons = reasons_of(d);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t dev, int policy, nvmlViolationTime_t *v) {
+  ENTER_OR_REFUSE("nvmlDeviceGetViolationStatus", dev);
+  unsigned long long t = elapsed_ns();
+  if (policy == PERF_POLICY_POWER) v->violationTime = t / (unsigned long long)(4 >> d);
+  else if (policy == PERF_POLICY_THERMAL) v->violationTime = d == 0 ? t / 8 : 0;
+  else return leave(NVML_ERROR_NOT_SUPPORTED);
+  v->referenceTime = (unsigned long long)(wall_ns() / 1000);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int type, int counter, unsigned long long *count) {
+  ENTER_OR_REFUSE("nvmlDeviceGetTotalEccErrors", dev);
+  if ((type != 0 && type != 1) || (counter != 0 && counter != 1)) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  *count = (type == 0 ? 5ull + (unsigned)d : (unsigned)d) + (counter == 1 ? 1000ull : 0ull);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *corr, unsigned int *unc,
+                                              unsigned int *pending, unsigned int *failure) {
+  ENTER_OR_REFUSE("nvmlDeviceGetRemappedRows", dev);
+  *corr = 2u + (unsigned)d, *unc = (unsigned)d, *pending = (unsigned)d, *failure = 0;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t dev, unsigned int *value) {
+  ENTER_OR_REFUSE("nvmlDeviceGetPcieReplayCounter", dev);
+  *value = 7u + 3u * (unsigned)d;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned int *mw) {
+  ENTER_OR_REFUSE("nvmlDeviceGetEnforcedPowerLimit", dev);
+  *mw = 700000u - 100000u * (unsigned)d;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t dev, unsigned int *gen) {
+  ENTER_OR_REFUSE("nvmlDeviceGetCurrPcieLinkGeneration", dev);
+  *gen = 5u - (unsigned)d;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t dev, unsigned int *width) {
+  ENTER_OR_REFUSE("nvmlDeviceGetCurrPcieLinkWidth", dev);
+  *width = 16u >> d;
+  return leave(NVML_SUCCESS);
+}
+
+/* ==== issue 13: MIG calls ==== */
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current, unsigned int *pending) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMigMode", dev);
+  *current = *pending = (unsigned)((cfg_mig >> d) & 1);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned int *count) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMaxMigDeviceCount", dev);
+  *count = 7;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig) {
+  ENTER_OR_REFUSE("nvmlDeviceGetMigDeviceHandleByIndex", dev);
+  if (!((cfg_mig >> d) & 1)) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  if (index >= 2) return leave(NVML_ERROR_NOT_FOUND);
+  *mig = &mig_devices[d][index];
+  return leave(NVML_SUCCESS);
+}
+
+/* ==== issue 13: GPM ==== */
+typedef struct { unsigned int version, isSupportedDevice; } nvmlGpmSupport_t;
+struct fake_gpm_sample { int used, device; long k, seq; long long t_ns; };
+typedef struct fake_gpm_sample *nvmlGpmSample_t;
+typedef struct {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct { char *shortName, *longName, *unit; } metricInfo;
+} nvmlGpmMetric_t;
+#define FAKE_GPM_METRIC_MAX 477 /* pynvml.py NVML_GPM_METRIC_MAX */
+typedef struct {
+  unsigned int version, numMetrics;
+  nvmlGpmSample_t sample1, sample2;
+  nvmlGpmMetric_t metrics[FAKE_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+_Static_assert(sizeof(nvmlGpmMetric_t) == 40 && offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "gpm metrics get");
+
+#define MAX_GPM_SAMPLES 32
+static struct fake_gpm_sample gpm_samples[MAX_GPM_SAMPLES];
+static int gpm_live;
+EXPORT int fake_nvml_gpm_live(void) { return __atomic_load_n(&gpm_live, __ATOMIC_SEQ_CST); }
+
+EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t dev, nvmlGpmSupport_t *s) {
+  ENTER_OR_REFUSE("nvmlGpmQueryDeviceSupport", dev);
+  if (s->version != 1) return leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  s->isSupportedDevice = (unsigned)((cfg_gpm_devices >> d) & 1);
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *out) {
+  bump("nvmlGpmSampleAlloc", -1);
+  static int lock;
+  while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE)) {}
+  nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+  for (int i = 0; i < MAX_GPM_SAMPLES; ++i)
+    if (!gpm_samples[i].used) {
+      memset(&gpm_samples[i], 0, sizeof gpm_samples[i]);
+      gpm_samples[i].used = 1;
+      gpm_samples[i].device = -1;
+      *out = &gpm_samples[i];
+      __atomic_add_fetch(&gpm_live, 1, __ATOMIC_SEQ_CST);
+      r = NVML_SUCCESS;
+      break;
+    }
+  __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+  return r;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t s) {
+  bump("nvmlGpmSampleFree", -1);
+  if (!s || s < gpm_samples || s >= gpm_samples + MAX_GPM_SAMPLES || !s->used) return NVML_ERROR_INVALID_ARGUMENT;
+  s->used = 0;
+  __atomic_sub_fetch(&gpm_live, 1, __ATOMIC_SEQ_CST);
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dev, nvmlGpmSample_t s) {
+  ENTER_OR_REFUSE("nvmlGpmSampleGet", dev);
+  if (!s || s < gpm_samples || s >= gpm_samples + MAX_GPM_SAMPLES || !s->used) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  static long seq;
+  s->device = d, s->k = n, s->seq = __atomic_add_fetch(&seq, 1, __ATOMIC_SEQ_CST), s->t_ns = mono_ns();
+  return leave(NVML_SUCCESS);
+}
+static int gpm_percent(unsigned id) { return id >= 1 && id <= 13; }
+static int gpm_bandwidth(unsigned id) { return id == 20 || id == 21 || id == 60 || id == 61; }
+EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *q) {
+  if (!q) return NVML_ERROR_INVALID_ARGUMENT;
+  if (q->version != 1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  nvmlGpmSample_t a = q->sample1, b = q->sample2;
+  if (!a || !b || a == b || a->device < 0 || a->device != b->device || b->seq <= a->seq || b->t_ns < a->t_ns)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (q->numMetrics > FAKE_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
+  ENTER_OR_REFUSE("nvmlGpmMetricsGet", &devices[a->device]);
+  for (unsigned i = 0; i < q->numMetrics; ++i) {
+    nvmlGpmMetric_t *m = &q->metrics[i];
+    char name[24];
+    snprintf(name, sizeof name, "gpm:%u", m->metricId);
+    m->nvmlReturn = refused(name, d);
+    if (m->nvmlReturn != NVML_SUCCESS) continue;
+    if (gpm_percent(m->metricId))
+      m->value = (double)m->metricId + 10.0 * d + (double)(b->k % 10);
+    else if (gpm_bandwidth(m->metricId) && d == 1 && m->metricId >= 60)
+      m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; /* device 1 has no NVLink, in GPM either */
+    else if (gpm_bandwidth(m->metricId))
+      m->value = 10.0 * m->metricId + d;
+    else
+      m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
   }
   return leave(NVML_SUCCESS);
 }

@@ -23,9 +23,20 @@ METRIC_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_
                    "memory_total_bytes", "memory_free_bytes", "memory_reserved_bytes", "power_watts",
                    "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
                    "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
-                   "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second")
+                   "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second",
+                   # throttling and health (read once a second)
+                   "clocks_event_reasons", "violation_power_seconds_total", "violation_power_seconds_per_second",
+                   "violation_thermal_seconds_total", "violation_thermal_seconds_per_second", "ecc_corrected_total",
+                   "ecc_uncorrected_total", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+                   "remap_pending", "pcie_replay_total", "power_limit_watts", "pcie_link_generation",
+                   "pcie_link_width")
+#: laid out only where the device has GPM (the full fake: both devices; the minimal one: neither)
+GPM_CHANNELS = ("sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
+                "fp16_active_percent", "fp32_active_percent", "fp64_active_percent")
 EVENT_CHANNELS = ("xid_total", "xid_last")  # per device, after the metric table's (csrc/gpu/nvml_events.hpp)
+#: a device's channels in order: without GPM, and with it
 GPU_CHANNELS = METRIC_CHANNELS + EVENT_CHANNELS
+ALL_CHANNELS = METRIC_CHANNELS + GPM_CHANNELS + EVENT_CHANNELS
 NO_HOST = dict(cpu=False, memory=False, disk=False, net=False)
 RATE_REL = 0.02  # fake counters follow the fake's clock, rates use the sampler's tick times
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")
@@ -70,6 +81,9 @@ class Fake:
     def xids_sent(self) -> int:
         """Scripted XIDs (FAKE_NVML_XIDS) delivered to a wait so far."""
         return self.lib.fake_nvml_xids_sent()
+    def gpm_live(self) -> int:
+        """GPM samples allocated now."""
+        return self.lib.fake_nvml_gpm_live()
 
     def hanging(self) -> int:
         return self.lib.fake_nvml_hanging()
@@ -89,9 +103,10 @@ def fake(fake_builds, tmp_path, monkeypatch):
         d.mkdir()
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
-        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC",
-                  "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR"):
+        for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC", "REFUSE",
+                  "GPM_DEVICES", "MIG", "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # every GPU, unless a test sets it
         for k, v in env.items():
             monkeypatch.setenv(f"FAKE_NVML_{k.upper()}", str(v))
         monkeypatch.setenv("SYSPROF_NVML_LIBRARY", str(path))
@@ -128,6 +143,27 @@ def expected_levels(d: int, n: int, *, v2: bool = True, field_power: bool = True
         "sm_clock_hz": (1000 + n + 100 * d) * 1e6,
         "memory_clock_hz": (2000 + n + 100 * d) * 1e6,
     }
+
+
+def expected_health(d: int) -> dict:
+    """The fake's throttling and health levels for device d (tests/fake_nvml/fake_nvml.c)."""
+    return {
+        "clocks_event_reasons": 0x4 if d == 0 else 0x48,
+        "ecc_corrected_total": 5 + d, "ecc_uncorrected_total": d,
+        "remapped_rows_correctable": 2 + d, "remapped_rows_uncorrectable": d, "remap_pending": d,
+        "pcie_replay_total": 7 + 3 * d, "power_limit_watts": 700.0 - 100.0 * d,
+        "pcie_link_generation": 5 - d, "pcie_link_width": 16 >> d,
+    }
+
+
+#: GPM metric ids of the percentage channels (the fake: id + 10d + k % 10 for consecutive samples k-1, k)
+GPM_IDS = {"sm_active_percent": 2, "sm_occupancy_percent": 3, "tensor_active_percent": 5, "dram_active_percent": 10,
+           "fp16_active_percent": 13, "fp32_active_percent": 12, "fp64_active_percent": 11}
+
+
+def expected_gpm(d: int, k: int) -> dict:
+    """The fake's GPM values of device d between its samples k-1 and k."""
+    return {c: float(m + 10 * d + k % 10) for c, m in GPM_IDS.items()}
 
 
 def assert_levels(row: dict, d: int, expected: dict) -> None:

@@ -71,12 +71,14 @@ class PsutilSampler:
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
                  periods: Optional[Dict[str, int]] = None, max_ring_bytes: int = 0, device_filter=None,
-                 **flags: bool) -> None:
+                 gpus=None, **flags: bool) -> None:
         """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off.
         periods: deadlines between two reads of a source (``sampler._periods``), absent = 1.
         max_ring_bytes: non-zero: fewer rows than ``capacity`` where those would hold more bytes (at least 2),
         the native ring's rule (csrc/engine/sampler.hpp, ring_rows).
-        device_filter: the disks and NICs sampled (``sampling.devices.DeviceFilter``; None: its default)."""
+        device_filter: the disks and NICs sampled (``sampling.devices.DeviceFilter``; None: its default).
+        gpus: the GPUs read, as ``sampling.gpus.selection()`` gives them (None: every GPU)."""
+        self._gpus = gpus
 
         known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
         for key in flags:
@@ -269,7 +271,7 @@ class PsutilSampler:
 
     def _gpu(self):
         from .nvml import open_gpu
-        self._gpu_state, names, read = open_gpu(self._gpu_state)
+        self._gpu_state, names, read = open_gpu(self._gpu_state, self._gpus)
         return list(names), lambda t: read(t / 1e9)  # the NVML reader takes seconds
 
     # -- sampling -----------------------------------------------------------------------------

@@ -41,7 +41,8 @@ class _Poller:
     for one since the previous reading began, and nvmlShutdown once no reader is left. Readers take
     the latest reading; only a synchronous one waits for a fresh reading, and never on a blocked call."""
 
-    def __init__(self) -> None:
+    def __init__(self, gpus=None) -> None:
+        self.gpus = gpus  # (entries, from CUDA_VISIBLE_DEVICES) of sampling.gpus.selection(), or None: all
         self.cond = threading.Condition()  # never held during a pynvml call
         self.state: Optional[NvmlState] = None
         self.phase = "loading"  # loading, layout, ready, failed
@@ -99,7 +100,7 @@ class _Poller:
 
     def _main(self) -> None:
         try:
-            state = NvmlState(self.timed)
+            state = NvmlState(self.timed, self.gpus)
             state.report = self._report
             self.state = state
             self._set("layout")
@@ -139,6 +140,7 @@ class _Poller:
 
     def _finish(self) -> None:
         if self.state is not None:  # nvmlShutdown here: no other pynvml call of ours can be in flight
+            self.state.close_gpm()
             events = self.state.events  # else the XID thread shuts down once its overrunning wait returns
             if events is None or events.close(self.state._finalizer):
                 self.state._finalizer()
@@ -221,13 +223,14 @@ def _reader(poller: _Poller, width: int, sync: bool) -> Callable[[float], List[f
     return read
 
 
-def open_gpu(state: Optional[_Poller]) -> Tuple[_Poller, Sequence[str], Callable[[float], List[float]]]:
+def open_gpu(state: Optional[_Poller], gpus=None) -> Tuple[_Poller, Sequence[str], Callable[[float], List[float]]]:
     """(poller, channel names, read function) for the psutil backend; raises RuntimeError with the
     reason when NVML is unusable here or its discovery is blocked. The first call (state None) gives
     the sampling thread's reader, which takes the latest reading; a call with the poller of a previous
-    one gives a synchronous reader (sample()) that waits, bounded, for a fresh reading."""
+    one gives a synchronous reader (sample()) that waits, bounded, for a fresh reading. ``gpus``: the GPUs
+    read (``sampling.gpus.selection()``; None: all)."""
     sync = state is not None
-    poller = state if state is not None else _Poller()
+    poller = state if state is not None else _Poller(gpus)
     with poller.cond:  # the first opening waits (bounded) for the layout; a later one finds it
         if sync and poller.phase == "loading":
             raise RuntimeError("gpu source was not opened")

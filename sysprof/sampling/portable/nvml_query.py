@@ -15,11 +15,15 @@ import weakref
 from typing import Callable, Dict, List, Optional
 
 from . import nvml_library as lib
-from .nvml_table import BY_KEY, CHANNELS, FIELDS, GETTERS, INDEX, LEVEL_RULES, Metric, field_value, wanted
+from .nvml_gpm import GpmDevice
+from .nvml_table import (BY_KEY, CHANNELS, FIELDS, GETTERS, GPM_CHANNELS, INDEX, LEVEL_RULES, SLOW_CHANNELS, SLOW_S,
+                         Metric, field_value, wanted)
 from .rules import EnergyPower, RateCounter
 
 NAN = math.nan
 _SLOTS = {m.metric: tuple(INDEX[c] for c in m.channels) for m in BY_KEY.values()}
+_SLOW = tuple(INDEX[c] for c in SLOW_CHANNELS)
+_RATES = tuple(m.metric for m in BY_KEY.values() if m.rule in ("byte_rate", "kib_rate", "ns_total"))
 
 
 class Abandoned(Exception):
@@ -30,6 +34,7 @@ def _getters(pynvml) -> Dict[str, tuple]:
     """metric -> (pynvml function, arguments after the handle, answer -> raw: a tuple of levels or a counter)."""
     gpu = pynvml.NVML_TEMPERATURE_GPU
     one = lambda v: (v,)  # noqa: E731
+    ecc = getattr(pynvml, "NVML_VOLATILE_ECC", 0)
     return {
         "util": ("nvmlDeviceGetUtilizationRates", (), lambda u: (u.gpu, u.memory)),
         "mem_v2": ("nvmlDeviceGetMemoryInfo", (getattr(pynvml, "nvmlMemory_v2", 0x02000028),),
@@ -41,6 +46,22 @@ def _getters(pynvml) -> Dict[str, tuple]:
         "temp": ("nvmlDeviceGetTemperature", (gpu,), one),
         "sm_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_SM,), one),
         "mem_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_MEM,), one),
+        # throttling and health
+        "clk_events": ("nvmlDeviceGetCurrentClocksEventReasons", (), one),
+        "clk_throttle": ("nvmlDeviceGetCurrentClocksThrottleReasons", (), one),
+        "viol_power": ("nvmlDeviceGetViolationStatus", (getattr(pynvml, "NVML_PERF_POLICY_POWER", 0),),
+                       lambda v: v.violationTime),
+        "viol_thermal": ("nvmlDeviceGetViolationStatus", (getattr(pynvml, "NVML_PERF_POLICY_THERMAL", 1),),
+                         lambda v: v.violationTime),
+        "ecc_corrected": ("nvmlDeviceGetTotalEccErrors", (getattr(pynvml, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0), ecc),
+                          one),
+        "ecc_uncorrected": ("nvmlDeviceGetTotalEccErrors",
+                            (getattr(pynvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1), ecc), one),
+        "remapped_rows": ("nvmlDeviceGetRemappedRows", (), lambda r: tuple(r[:3])),
+        "pcie_replay": ("nvmlDeviceGetPcieReplayCounter", (), one),
+        "power_limit": ("nvmlDeviceGetEnforcedPowerLimit", (), one),
+        "pcie_gen": ("nvmlDeviceGetCurrPcieLinkGeneration", (), one),
+        "pcie_width": ("nvmlDeviceGetCurrPcieLinkWidth", (), one),
     }
 
 
@@ -55,8 +76,9 @@ class NvmlState:
     """The initialised library and what the reader learnt: refused metrics, lost devices, notes.
     Built on the poller thread; ``timed(what, device, fn, *args)`` makes each call visible to others."""
 
-    def __init__(self, timed: Callable) -> None:
+    def __init__(self, timed: Callable, gpus=None) -> None:
         self.timed = timed
+        self.gpus = gpus  # sampling.gpus.selection(): (entries, from CUDA_VISIBLE_DEVICES), or None
         pynvml = self.pynvml = lib.import_pynvml()
         lib.load_into(pynvml)
         try:
@@ -100,22 +122,86 @@ class NvmlState:
         if not self.handles:
             self._finalizer()
             raise RuntimeError("; ".join(skipped) or "NVML found no GPU")
+        self.cuda = False
+        if self.gpus is not None and self.gpus[0] is not None:
+            self._select(*self.gpus)
         self.refused: List[set] = [set() for _ in self.handles]
         self.lost = [False] * len(self.handles)
+        self.gpm: List[Optional[GpmDevice]] = [None] * len(self.handles)
         for dev in range(len(self.handles)):  # an older pynvml without a getter: as FUNCTION_NOT_FOUND
             for metric, (fn, _, _) in self.getters.items():
                 if not hasattr(pynvml, fn):
                     self.refuse(dev, metric, lib.FUNCTION_NOT_FOUND)
+            self.gpm[dev], why = GpmDevice.open(pynvml, timed, self.indices[dev], self.handles[dev])
+            if why is not None:
+                self.note(f"gpu/{self.indices[dev]}: GPM metrics absent ({why})")
+        #: per device, the channels laid out (indices into CHANNELS): all but GPM's where it has none
+        self.layout = [tuple(i for i, c in enumerate(CHANNELS) if g is not None or c not in GPM_CHANNELS)
+                       for g in self.gpm]
         if skipped:
             self.note("; ".join(skipped))
 
+    def _select(self, entries, cuda: bool) -> None:
+        """Keeps the devices ``entries`` select, in their order (csrc/gpu/nvml_select.cpp natively)."""
+        from ..gpus import match
+
+        kinds = {k for k, _ in entries}
+        found = []
+        for i, h in zip(self.indices, self.handles):
+            d = {"index": i}
+            if "uuid" in kinds:
+                d["uuid"] = self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h)
+            if "pci" in kinds:
+                d["pci_bus_id"] = self._pci(i, h)
+            if "mig" in kinds:
+                d["mig_instances"] = self._mig(i, h) or []
+            found.append(d)
+        keep, unmatched = match(entries, found)
+        if unmatched:
+            self.note("gpu selection: no GPU matches " + ", ".join(unmatched))
+        if not keep:
+            self._finalizer()
+            why = "no GPU is visible under CUDA_VISIBLE_DEVICES" if cuda else "no GPU matches the gpus selection"
+            raise RuntimeError(f"{why} ({'; '.join(self.notes)})" if self.notes else why)
+        self.indices = [self.indices[k] for k in keep]
+        self.handles = [self.handles[k] for k in keep]
+        self.devices = [self.devices[k] for k in keep]
+        self.cuda = cuda
+
+    def _mig(self, i: int, h) -> Optional[List[str]]:
+        """The UUIDs of a MIG-enabled device's instances; None: MIG is off or not supported."""
+        p = self.pynvml
+        try:
+            current, _ = self.timed("nvmlDeviceGetMigMode", i, p.nvmlDeviceGetMigMode, h)
+            if current != getattr(p, "NVML_DEVICE_MIG_ENABLE", 1):
+                return None
+            count = self.timed("nvmlDeviceGetMaxMigDeviceCount", i, p.nvmlDeviceGetMaxMigDeviceCount, h)
+        except (p.NVMLError, AttributeError):
+            return None
+        out = []
+        for k in range(count):
+            try:
+                mig = self.timed("nvmlDeviceGetMigDeviceHandleByIndex", i, p.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+            except p.NVMLError:
+                continue
+            u = self._text("nvmlDeviceGetUUID", i, p.nvmlDeviceGetUUID, mig)
+            if u:
+                out.append(u)
+        return out
+
     def describe(self) -> None:
-        """Names, UUIDs and PCI bus ids: after the layout, which is all that opening needs."""
+        """Names, UUIDs and PCI bus ids (MIG instances, the CUDA index): after the layout, which is all that
+        opening needs."""
         for d, (i, h) in enumerate(zip(self.indices, self.handles)):
             self.devices[d] = {"index": i,
                                "name": self._text("nvmlDeviceGetName", i, self.pynvml.nvmlDeviceGetName, h),
                                "uuid": self._text("nvmlDeviceGetUUID", i, self.pynvml.nvmlDeviceGetUUID, h),
                                "pci_bus_id": self._pci(i, h)}
+            migs = self._mig(i, h)
+            if migs is not None:
+                self.devices[d]["mig_instances"] = migs
+            if self.cuda:
+                self.devices[d]["cuda_index"] = d
 
     def _text(self, what: str, i: int, fn, h) -> str:
         try:
@@ -167,7 +253,14 @@ class NvmlState:
             self.report(f"gpu/{self.indices[dev]}: {m.call}: {lib.code_name(self.pynvml, code)}")
 
     def channels(self) -> List[str]:
-        return [f"gpu/{i}/{c}" for i in self.indices for c in CHANNELS]
+        return [f"gpu/{i}/{CHANNELS[k]}" for i, lay in zip(self.indices, self.layout) for k in lay]
+
+    def close_gpm(self) -> None:
+        """Frees the GPM buffers (on the poller thread, before nvmlShutdown)."""
+        for dev, g in enumerate(getattr(self, "gpm", ())):
+            if g is not None:
+                g.close()
+                self.gpm[dev] = None
 
 
 class GpuReader:
@@ -176,22 +269,50 @@ class GpuReader:
     def __init__(self, state: NvmlState) -> None:
         self.s = state
         n = len(state.handles)
-        self.rates = [{m.metric: RateCounter() for m in FIELDS} for _ in range(n)]
+        self.rates = [{m: RateCounter() for m in _RATES} for _ in range(n)]
         self.energy = [EnergyPower() for _ in range(n)]
+        self.slow_at = [-math.inf] * n
+        self.held = [[NAN] * len(CHANNELS) for _ in range(n)]
 
     def read(self, t: float) -> List[float]:
         out: List[float] = []
         for dev in range(len(self.s.handles)):
-            out += self._device(dev, t)
+            o = self._device(dev, t)
+            out += [o[k] for k in self.s.layout[dev]]
         return out
 
     def _device(self, dev: int, t: float) -> List[float]:
         o = [NAN] * len(CHANNELS)
-        if self.s.lost[dev] or not self._fields(dev, t, o) or not self._getters(dev, t, o):
+        if self.s.lost[dev]:
+            return o
+        slow = t - self.slow_at[dev] >= SLOW_S
+        if slow:
+            self.slow_at[dev] = t
+        if not self._fields(dev, t, o) or not self._getters(dev, t, slow, o) or not self._gpm(dev, o):
             return [NAN] * len(CHANNELS)
+        held = self.held[dev]
+        for k in _SLOW:  # slow channels: as read now, else as last read
+            if slow:
+                held[k] = o[k]
+            else:
+                o[k] = held[k]
         if self.s.events is not None:
             self.s.events.values(dev, o)
         return o
+
+    def _gpm(self, dev: int, o: List[float]) -> bool:
+        """The GPM metrics, where the device has GPM. False: the device is lost."""
+        s, g = self.s, self.s.gpm[dev]
+        if g is None:
+            return True
+        report = s.report if s.report is not None else (lambda msg: None)
+        lost = g.read(s.timed, s.indices[dev], s.handles[dev], s.refused[dev], o, INDEX, s.note, report)
+        if not g.samples:
+            s.gpm[dev] = None  # refused for good: NaN from now on
+        if lost is not None:
+            s.mark_lost(dev, lost)
+            return False
+        return True
 
     def ask(self, dev: int, metric: str, fn, *args):
         """Call, classify, remember: (True, answer), or (False, None) with what the failure means recorded."""
@@ -205,11 +326,11 @@ class GpuReader:
         s.classify(dev, metric, code)
         return False, None
 
-    def _getters(self, dev: int, t: float, o: List[float]) -> bool:
-        """The getter rows, each asked once its turn comes. False: the device is lost."""
+    def _getters(self, dev: int, t: float, slow: bool, o: List[float]) -> bool:
+        """The getter rows, each asked once its turn comes (a slow row only when slow). False: the device is lost."""
         s, h = self.s, self.s.handles[dev]
         for m in GETTERS:
-            if not wanted(m.metric, s.refused[dev]):
+            if (m.slow and not slow) or not wanted(m.metric, s.refused[dev]):
                 continue
             fn, args, raw = s.getters[m.metric]
             ok, answer = self.ask(dev, m.metric, getattr(s.pynvml, fn, None), h, *args)
@@ -268,5 +389,8 @@ class GpuReader:
         elif m.rule == "energy_mj":
             o[slots[0]] = raw / 1000.0
             o[slots[1]] = self.energy[dev].update(int(raw), t)
+        elif m.rule == "ns_total":
+            o[slots[0]] = raw * 1e-9
+            o[slots[1]] = self.rates[dev][m.metric].rate(int(raw), t) * 1e-9
         else:  # byte_rate, kib_rate
             o[slots[0]] = self.rates[dev][m.metric].rate(int(raw) * (1024 if m.rule == "kib_rate" else 1), t)

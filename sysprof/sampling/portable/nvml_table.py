@@ -5,7 +5,8 @@ in tests/test_gpu.py pins the two together). Kept here too for machines without 
 A row: the metric's key; the NVML function or field asked (``call``, also the name in messages);
 the field id and scopeId for ``nvmlDeviceGetFieldValues`` (None: a getter of its own); the metric
 asked instead once this one is refused (``fallback``); the ``rule`` turning the raw answer into
-channel values; the channels written; what reads NaN once it and its fallback are refused.
+channel values; the channels written; what reads NaN once it and its fallback are refused; ``slow``: read
+once every ``SLOW_S`` (the throttling and health rows), the values held in between.
 """
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ CHANNELS = tuple(c.pattern.rsplit("/", 1)[-1] for c in SOURCES["gpu"].channels)
 INDEX = {c: i for i, c in enumerate(CHANNELS)}
 
 #: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), energy_mj (an mJ counter:
-#: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second)
+#: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second), ns_total
+#: (a ns counter: seconds total, and seconds per second)
 LEVEL_RULES = ("level", "milli", "mega")
-COUNTER_RULES = ("energy_mj", "byte_rate", "kib_rate")
+COUNTER_RULES = ("energy_mj", "byte_rate", "kib_rate", "ns_total")
+SLOW_S = 1.0  # slow rows are read once this long after their previous read (native: kSlowNs)
+#: the GPM-only channels (sysprof/sampling/portable/nvml_gpm.py): laid out only where the device has GPM
+GPM_CHANNELS = tuple(c for c in CHANNELS if c.endswith("_active_percent") or c == "sm_occupancy_percent")
 ALL_LINKS = 0xFFFFFFFF  # scopeId: the sum over all NVLink links (0 would be link 0 alone)
 
 
@@ -33,6 +38,7 @@ class Metric(NamedTuple):
     rule: str
     channels: Tuple[str, ...]
     nan_note: str
+    slow: bool = False
 
 
 _MEM = ("memory_used_bytes", "memory_total_bytes", "memory_free_bytes")
@@ -68,8 +74,35 @@ METRICS: Tuple[Metric, ...] = (
            ("nvlink_tx_bytes_per_second",), "nvlink_tx_bytes_per_second"),
     Metric("nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139, ALL_LINKS, None, "kib_rate",
            ("nvlink_rx_bytes_per_second",), "nvlink_rx_bytes_per_second"),
+    # throttling and health: slow rows; ClocksEventReasons is the r535+ name of ThrottleReasons
+    Metric("clk_events", "nvmlDeviceGetCurrentClocksEventReasons", None, None, "clk_throttle", "level",
+           ("clocks_event_reasons",), "clocks_event_reasons", True),
+    Metric("clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", None, None, None, "level",
+           ("clocks_event_reasons",), "clocks_event_reasons", True),
+    Metric("viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", None, None, None, "ns_total",
+           ("violation_power_seconds_total", "violation_power_seconds_per_second"), "violation_power_seconds_*", True),
+    Metric("viol_thermal", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL)", None, None, None, "ns_total",
+           ("violation_thermal_seconds_total", "violation_thermal_seconds_per_second"), "violation_thermal_seconds_*",
+           True),
+    Metric("ecc_corrected", "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", None, None, None, "level",
+           ("ecc_corrected_total",), "ecc_corrected_total", True),
+    Metric("ecc_uncorrected", "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", None, None, None, "level",
+           ("ecc_uncorrected_total",), "ecc_uncorrected_total", True),
+    Metric("remapped_rows", "nvmlDeviceGetRemappedRows", None, None, None, "level",
+           ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending"),
+           "remapped_rows_*, remap_pending", True),
+    Metric("pcie_replay", "nvmlDeviceGetPcieReplayCounter", None, None, None, "level", ("pcie_replay_total",),
+           "pcie_replay_total", True),
+    Metric("power_limit", "nvmlDeviceGetEnforcedPowerLimit", None, None, None, "milli", ("power_limit_watts",),
+           "power_limit_watts", True),
+    Metric("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", None, None, None, "level", ("pcie_link_generation",),
+           "pcie_link_generation", True),
+    Metric("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", None, None, None, "level", ("pcie_link_width",),
+           "pcie_link_width", True),
 )
 BY_KEY: Dict[str, Metric] = {m.metric: m for m in METRICS}
+#: the channels the slow rows write
+SLOW_CHANNELS: Tuple[str, ...] = tuple(c for m in METRICS if m.slow for c in m.channels)
 FIELDS: Tuple[Metric, ...] = tuple(m for m in METRICS if m.field_id is not None)
 GETTERS: Tuple[Metric, ...] = tuple(m for m in METRICS if m.field_id is None)
 #: metric -> the metric whose fallback it is (asked only once that one is refused)

@@ -1,0 +1,236 @@
+"""GPU throttling, health and GPM channels (issue 13, items 1 and 2) against the fake NVML library.
+
+The fake's formulas (tests/fake_nvml/fake_nvml.c): the health levels are constants per device
+(``expected_health``), the violation counters grow with the fake's clock, and a GPM percentage between two
+samples is ``id + 10 d + k % 10``, k the later sample's call count on the device (``expected_gpm``). Both
+backends are checked: the native reader (csrc/gpu/) and the pynvml one (sysprof/sampling/portable/).
+"""
+from __future__ import annotations
+
+import gc
+import math
+import time
+
+import pytest
+
+from sysprof.sampling.sampler import native_available
+
+from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
+    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, assert_levels, expected_gpm, expected_health,
+    fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
+
+BACKENDS = ["native", "psutil"]
+MiB = 1024.0 ** 2
+
+
+def _sampler(backend: str, **kw):
+    if backend == "native" and not native_available()[0]:
+        pytest.skip("native extension unavailable")
+    s = gpu_sampler(backend, **kw)
+    assert s.backend == backend
+    return s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_health_levels_and_violation_rates(fake, fresh_pynvml, backend):
+    f = fake()
+    t0 = time.monotonic()
+    s = _sampler(backend)
+    assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in ALL_CHANNELS)
+    assert s.errors == {"gpu": NVLINK_NOTE}  # every health and GPM call answers on both devices
+    rows = [s.sample() for _ in range(3)]
+    quick = time.monotonic() - t0 < 0.9  # all of that within the slow rows' second
+    for row in rows:
+        for d in (0, 1):
+            assert_levels(row, d, expected_health(d))
+            # The first read of a counter has no rate yet.
+            assert math.isnan(row[f"gpu/{d}/violation_power_seconds_per_second"])
+    if quick:  # the slow rows were read once (the priming reading), then held
+        assert f.calls("nvmlDeviceGetRemappedRows", 0) == 1
+        assert f.calls("nvmlDeviceGetViolationStatus", 1) == 2  # power and thermal
+        assert rows[0]["gpu/0/violation_power_seconds_total"] == rows[2]["gpu/0/violation_power_seconds_total"]
+    # The fake's violation time: a quarter of its clock on device 0 (power), an eighth (thermal); half on 1.
+    assert rows[0]["gpu/0/violation_power_seconds_total"] > 0
+    assert rows[0]["gpu/1/violation_thermal_seconds_total"] == 0.0
+    # A second later the slow rows are read again: rates from the violation counters' ns.
+    time.sleep(1.05)
+    reads = f.calls("nvmlDeviceGetRemappedRows", 0)
+    row = s.sample()
+    assert f.calls("nvmlDeviceGetRemappedRows", 0) == reads + 1
+    for d, (power, thermal) in enumerate(((0.25, 0.125), (0.5, 0.0))):
+        # Over a second: a preemption between the fake's clock and the reading's is a small share of it.
+        assert row[f"gpu/{d}/violation_power_seconds_per_second"] == pytest.approx(power, rel=0.1)
+        assert row[f"gpu/{d}/violation_thermal_seconds_per_second"] == pytest.approx(thermal, abs=1e-12, rel=0.1)
+        assert_levels(row, d, expected_health(d))
+    # Over a second of the fake's clock, the two policies' totals (read moments apart) keep their ratio.
+    assert row["gpu/0/violation_power_seconds_total"] == pytest.approx(
+        2 * row["gpu/0/violation_thermal_seconds_total"], rel=0.05)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clock_reasons_older_name_and_refused_health(fake, fresh_pynvml, backend):
+    # An older driver without ClocksEventReasons: its older name answers, with no note. Device 1 has no row
+    # remapper, and no device reports ECC.
+    f = fake(refuse="nvmlDeviceGetCurrentClocksEventReasons=13,nvmlDeviceGetRemappedRows@1=3,"
+                    "nvmlDeviceGetTotalEccErrors=3")
+    s = _sampler(backend)
+    row = s.sample()
+    for d in (0, 1):
+        assert row[f"gpu/{d}/clocks_event_reasons"] == expected_health(d)["clocks_event_reasons"]
+        assert math.isnan(row[f"gpu/{d}/ecc_corrected_total"]) and math.isnan(row[f"gpu/{d}/ecc_uncorrected_total"])
+        assert f.calls("nvmlDeviceGetCurrentClocksEventReasons", d) == 1  # refused once, never asked again
+    assert row["gpu/0/remapped_rows_correctable"] == 2 and row["gpu/0/remap_pending"] == 0
+    for c in ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending"):
+        assert math.isnan(row[f"gpu/1/{c}"]), c
+    notes = set(s.errors["gpu"].split("; "))
+    assert notes == set(NVLINK_NOTE.split("; ")) | {
+        f"gpu/{d}: ecc_{k}_total read NaN (nvmlDeviceGetTotalEccErrors({k.upper()}, VOLATILE): "
+        "NVML_ERROR_NOT_SUPPORTED)" for d in (0, 1) for k in ("corrected", "uncorrected")} | {
+        "gpu/1: remapped_rows_*, remap_pending read NaN (nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED)"}
+    time.sleep(1.05)
+    s.sample()
+    assert f.calls("nvmlDeviceGetRemappedRows", 1) == 1 and f.calls("nvmlDeviceGetRemappedRows", 0) == 2
+    assert f.calls("nvmlDeviceGetTotalEccErrors", 0) == 2  # corrected and uncorrected, once each
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpm_values_between_two_samples(fake, fresh_pynvml, backend):
+    f = fake()
+    s = _sampler(backend)
+    assert f.gpm_live() == 4  # two buffers per device, allocated once
+    for _ in range(4):
+        row = s.sample()
+        for d in (0, 1):
+            k = f.calls("nvmlGpmSampleGet", d)  # the reading's sample; the previous one was k - 1
+            assert k >= 2
+            assert_levels(row, d, expected_gpm(d, k))
+    assert f.calls("nvmlGpmSampleAlloc") == 4 and f.gpm_live() == 4  # nothing allocated per reading
+    assert f.calls("nvmlGpmMetricsGet", 0) == f.calls("nvmlGpmSampleGet", 0) - 1  # the first sample only primes
+    # Where the field counters answer, GPM is not asked for PCIe or NVLink: the rates stay the fields'.
+    assert math.isfinite(row["gpu/0/pcie_tx_bytes_per_second"]) and row["gpu/0/pcie_tx_bytes_per_second"] != 200 * MiB
+    assert math.isnan(row["gpu/1/nvlink_tx_bytes_per_second"])  # no NVLink on device 1, in GPM either
+    if backend == "native":  # the native reader shuts NVML down once its sampler is gone
+        del s, row
+        gc.collect()
+        wait_for(lambda: f.refcount() == 0)
+        assert f.gpm_live() == 0 and f.unsafe_shutdowns() == 0  # freed before nvmlShutdown
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpm_stands_in_for_refused_pcie_fields(fake, fresh_pynvml, backend):
+    fake(refuse="field:197@0=3,field:198@0=3")
+    s = _sampler(backend)
+    time.sleep(0.05)  # rates over a gap that a preemption is a small share of
+    s.sample()
+    time.sleep(0.05)
+    row = s.sample()
+    # NVML_GPM_METRIC_PCIE_TX_PER_SEC (20) and RX (21): 10 id + d MiB/s in the fake.
+    assert row["gpu/0/pcie_tx_bytes_per_second"] == 200 * MiB
+    assert row["gpu/0/pcie_rx_bytes_per_second"] == 210 * MiB
+    tx1 = row["gpu/1/pcie_tx_bytes_per_second"]  # device 1's fields answer (a rate of its counter, not GPM's)
+    assert math.isfinite(tx1) and tx1 != 201 * MiB
+    notes = s.errors["gpu"].split("; ")
+    assert "gpu/0: pcie_tx_bytes_per_second from GPM (NVML_GPM_METRIC_PCIE_TX_PER_SEC)" in notes
+    assert "gpu/0: pcie_rx_bytes_per_second read NaN (NVML_FI_DEV_PCIE_COUNT_RX_BYTES: NVML_ERROR_NOT_SUPPORTED)" \
+        in notes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpm_unsupported_device_has_no_gpm_channels(fake, fresh_pynvml, backend):
+    fake(gpm_devices=1)  # device 0 only
+    s = _sampler(backend)
+    assert s.channels == tuple(f"gpu/0/{c}" for c in ALL_CHANNELS) + tuple(f"gpu/1/{c}" for c in GPU_CHANNELS)
+    assert s.errors["gpu"].split("; ")[0] == \
+        "gpu/1: GPM metrics absent (nvmlGpmQueryDeviceSupport: not supported on this device)"
+    s.sample()
+    row = s.sample()
+    assert row["gpu/0/sm_active_percent"] > 0 and "gpu/1/sm_active_percent" not in row
+    assert row["gpu/1/power_limit_watts"] == 600.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpm_metric_refused(fake, fresh_pynvml, backend):
+    f = fake(refuse="gpm:3@1=3")  # device 1 has no SM occupancy
+    s = _sampler(backend)
+    s.sample()
+    row = s.sample()
+    assert math.isnan(row["gpu/1/sm_occupancy_percent"]) and row["gpu/0/sm_occupancy_percent"] == \
+        expected_gpm(0, f.calls("nvmlGpmSampleGet", 0))["sm_occupancy_percent"]
+    assert "gpu/1: sm_occupancy_percent read NaN (nvmlGpmMetricsGet NVML_GPM_METRIC_SM_OCCUPANCY: " \
+           "NVML_ERROR_NOT_SUPPORTED)" in s.errors["gpu"].split("; ")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpm_older_driver(fake, fresh_pynvml, backend):
+    fake(refuse="nvmlGpmQueryDeviceSupport=13")  # the library says the call is not there
+    s = _sampler(backend)
+    assert not [c for c in s.channels if c.endswith(GPM_CHANNELS)]
+    for d in (0, 1):
+        assert f"gpu/{d}: GPM metrics absent (nvmlGpmQueryDeviceSupport: NVML_ERROR_FUNCTION_NOT_FOUND)" \
+            in s.errors["gpu"].split("; ")
+
+
+def test_minimal_library_has_no_health_or_gpm(fake, fresh_pynvml):
+    fake("minimal")
+    for backend in BACKENDS:
+        if backend == "native" and not native_available()[0]:
+            continue
+        s = gpu_sampler(backend)
+        assert s.channels == tuple(f"gpu/{d}/{c}" for d in (0, 1) for c in GPU_CHANNELS)
+        notes = s.errors["gpu"].split("; ")
+        assert "gpu/0: GPM metrics absent (nvmlGpmQueryDeviceSupport: NVML_ERROR_FUNCTION_NOT_FOUND)" in notes
+        assert "gpu/1: clocks_event_reasons read NaN (nvmlDeviceGetCurrentClocksThrottleReasons: " \
+               "NVML_ERROR_FUNCTION_NOT_FOUND)" in notes
+        row = s.sample()
+        assert math.isnan(row["gpu/0/power_limit_watts"]) and math.isnan(row["gpu/1/clocks_event_reasons"])
+        del s
+        gc.collect()
+
+
+@pytest.mark.skipif(not native_available()[0], reason="pins the native table")
+def test_python_metric_table_is_the_native_one():
+    from sysprof import _native
+    from sysprof.sampling.portable import nvml_table
+    from sysprof.sampling.registry import SOURCES
+    native = _native.nvml_metrics()
+    assert [m._asdict() for m in nvml_table.METRICS] == native
+    # The rows as the native source asks them (csrc/gpu/nvml_query.cpp), field ids from pynvml.py.
+    assert [(m["metric"], m["field_id"], m["scope"], m["fallback"]) for m in native] == [
+        ("util", None, None, None), ("mem_v2", None, None, "mem_v1"), ("mem_v1", None, None, None),
+        ("power_field", 186, 0, "power_usage"), ("power_usage", None, None, None),
+        ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
+        ("temp_v", None, None, "temp"), ("temp", None, None, None),
+        ("sm_clock", None, None, None), ("mem_clock", None, None, None),
+        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
+        ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None),
+        ("clk_events", None, None, "clk_throttle"), ("clk_throttle", None, None, None),
+        ("viol_power", None, None, None), ("viol_thermal", None, None, None), ("ecc_corrected", None, None, None),
+        ("ecc_uncorrected", None, None, None), ("remapped_rows", None, None, None), ("pcie_replay", None, None, None),
+        ("power_limit", None, None, None), ("pcie_gen", None, None, None), ("pcie_width", None, None, None)]
+    # Every channel is written by some row; the channel list is the registry's.
+    registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
+    # (the XID channels come from the event waiter, csrc/gpu/nvml_events.hpp, not from a table row)
+    assert {c for m in native for c in m["channels"]} == set(METRIC_CHANNELS) and nvml_table.CHANNELS == registry
+
+
+@pytest.mark.skipif(not native_available()[0], reason="pins the native table")
+def test_python_gpm_table_is_the_native_one():
+    from sysprof import _native
+    from sysprof.sampling.portable.nvml_gpm import GPM_METRICS
+    assert [m._asdict() for m in GPM_METRICS] == _native.nvml_gpm_metrics()
+    assert {m.channel for m in GPM_METRICS} >= set(GPM_CHANNELS)
+
+
+def test_report_names_the_clock_event_reasons():
+    from sysprof.report import TraceData
+    from sysprof.report.gpu_reasons import CLOCK_EVENT_REASONS, decode_reasons, reason_lines
+    assert decode_reasons(0x48) == ["HW slowdown", "HW thermal slowdown"]  # the fake's device 1
+    assert decode_reasons(0x1004) == ["SW power cap", "bit 0x1000"] and decode_reasons(math.nan) == []
+    assert [b for b, _, _ in CLOCK_EVENT_REASONS] == [1 << i for i in range(9)]
+    # Five 1 ms values: SW power cap in three of them, HW thermal in one; idle is not a slowdown.
+    events = [{"ph": "C", "name": "gpu/0", "ts": t * 1000, "pid": 1, "args": {"clocks_event_reasons": v}}
+              for t, v in enumerate((0x4, 0x4, 0x44, 0x1, 0x0))]
+    events += [{"ph": "C", "name": "gpu/1", "ts": t * 1000, "pid": 1, "args": {"clocks_event_reasons": 0x1}}
+               for t in range(3)]
+    assert reason_lines(TraceData(events)) == [
+        "gpu/0 clocks held down by: SW power cap 60%, HW thermal slowdown 20% of the time"]
