@@ -33,6 +33,7 @@ Sections (issue 6):
     pftrace      the Perfetto protobuf trace against the Chrome JSON of the same recording: size, write, read
     smaps        /proc/<pid>/smaps_rollup per read against /proc/<pid>/stat, small and large processes
     prometheus   /metrics scrape latency with ~200 channels, the endpoint's fold, the sampler's cost with it
+    gpu          the GPU source per device per reading on the fake NVML (the reader thread's CPU, the tick's copy)
 
 Every figure carries its n and spread (median, p99, IQR, min/max). Ratios are taken within one run, with the
 compared measurements interleaved, because these machines are noisy: absolute times are only a guide.
@@ -73,12 +74,13 @@ from bench_frames import bench_frames, print_frames  # noqa: E402
 from bench_pftrace import bench_pftrace, print_pftrace  # noqa: E402
 from bench_smaps import bench_smaps, print_smaps  # noqa: E402
 from bench_prometheus import bench_prometheus, print_prometheus  # noqa: E402
+from bench_gpu import bench_gpu, print_gpu  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
             "cold", "density", "mark", "phases", "frames", "pftrace", "smaps",
-            "prometheus")
+            "prometheus", "gpu")
 QUICK_LEAVES_OUT = ("cold",)  # compiles csrc/ and runs under valgrind: minutes; run it with --only cold
 
 
@@ -94,7 +96,7 @@ def config(quick: bool) -> Dict[str, Any]:
                 "marker": (20_000, 1), "kstat": (3000, 2),
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
-                "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0)}
+                "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5)}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -102,7 +104,7 @@ def config(quick: bool) -> Dict[str, Any]:
             "marker": (100_000, 3), "kstat": (20_000, 4),
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (3.0, 3, 5),
-            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0)}
+            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0)}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -164,7 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
                 "writer": print_writer, "kstat": print_kstat, "latest": print_latest, "cold": print_cold,
                 "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
-                "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus}
+                "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus, "gpu": print_gpu}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -190,7 +192,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "frames": lambda: bench_frames(cfg, sysprof),
                    "pftrace": lambda: bench_pftrace(cfg, sysprof),
                    "smaps": lambda: bench_smaps(cfg["smaps"]),
-                   "prometheus": lambda: bench_prometheus(cfg, sysprof)}
+                   "prometheus": lambda: bench_prometheus(cfg, sysprof),
+                   "gpu": lambda: bench_gpu(cfg, sysprof)}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:
