@@ -44,6 +44,7 @@ HOST_SET = dict(sys_prof_cpu=True, sys_prof_per_cpu=True, sys_prof_memory=True, 
                 sys_prof_net=True, sys_prof_load=True)
 HOST_FLAGS = ["--cpu", "--per-cpu", "--memory", "--disk", "--net", "--load"]
 BATCH_S = 0.02  # one "batch" of the profiler loops (sleeping: an idle machine)
+CYCLE_ACTIVE_BATCHES = 100  # the cyclic paths' active batches per cycle: windows of ~2 s
 GOAL_BYTES = 20.0
 
 
@@ -51,6 +52,21 @@ def _counter_bytes(paths) -> int:
     from sysprof.trace.chrome import encode_event, read_trace
 
     return sum(len(encode_event(e)) + 2 for p in paths for e in read_trace(p) if e.get("ph") == "C")
+
+
+def _fixed_bytes(paths) -> int:
+    """Bytes each file pays whatever its length: its metadata events, and the counter events of its first and last
+    timestamps (a file starts with every value and ends repeating the tracks its last row did not write)."""
+    from sysprof.trace.chrome import encode_event, read_trace
+
+    total = 0
+    for p in paths:
+        events = read_trace(p)
+        ts = [e["ts"] for e in events if e.get("ph") == "C"]
+        ends = (min(ts), max(ts)) if ts else ()
+        total += sum(len(encode_event(e)) + 2 for e in events
+                     if e.get("ph") == "M" or (e.get("ph") == "C" and e["ts"] in ends))
+    return total
 
 
 def _loop_marker_bytes(paths) -> int:
@@ -84,7 +100,9 @@ def _profile_trial(sysprof, interval: float, seconds: float, tmp: str, cyclic: b
         kw["trace_handlers"] = [JSONTraceHandler(folder=folder, remote_file_name=None, merged_trace_filename=None,
                                                  merged_trace_remote_file_name=None, changes_only=changes_only)]
     if cyclic:
-        kw["schedule"] = cyclic_schedule(wait=1, warmup=1, active=8, repeat=0)
+        # windows of ~2 s (100 batches of 20 ms), as a profiling window of a training run: each cycle file
+        # stands alone, so each pays a fixed cost (its first row, its closing row, its metadata: ``fixed_bytes``)
+        kw["schedule"] = cyclic_schedule(wait=1, warmup=1, active=CYCLE_ACTIVE_BATCHES, repeat=0)
     with sysprof.profile(folder, **kw) as prof:
         sysp = prof.system_profiler
         end = time.monotonic() + seconds
@@ -95,7 +113,8 @@ def _profile_trial(sysprof, interval: float, seconds: float, tmp: str, cyclic: b
         stats = dict(sysp.stats)
     paths = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.startswith("ep")]
     res = {"bytes": sum(os.path.getsize(p) for p in paths), "samples": int(stats["rows_recorded"]),
-           "counter_bytes": _counter_bytes(paths), "marker_bytes": _loop_marker_bytes(paths), "files": len(paths)}
+           "counter_bytes": _counter_bytes(paths), "marker_bytes": _loop_marker_bytes(paths), "files": len(paths),
+           "fixed_bytes": _fixed_bytes(paths)}
     if not changes_only:
         res["density_percent"] = _window_density(paths, interval)
     return res
@@ -209,6 +228,8 @@ def bench_density(cfg, sysprof) -> Dict[str, Any]:
                  "counter_bytes_per_sample": dist([r["counter_bytes"] / r["samples"] for r in rs if r["samples"]],
                                                   "B"),
                  "samples": [r["samples"] for r in rs], "files": [r["files"] for r in rs],
+                 "fixed_bytes_per_file": dist([r["fixed_bytes"] / r["files"] for r in rs
+                                               if r.get("fixed_bytes") is not None and r["files"]], "B"),
                  "bytes_per_second": dist([r["bytes"] / seconds for r in rs], "B/s")}
         dens = [d for r in rs for d in r.get("density_percent", [])]
         if dens:
@@ -225,6 +246,8 @@ def print_density(res) -> str:
         b, c, d = e["sample_bytes_per_sample"], e["counter_bytes_per_sample"], e.get("density_percent")
         rows.append([name, b["n"], fmt(b["median"]), f"{fmt(b['p25'])}-{fmt(b['p75'])}",
                      fmt(e["bytes_per_sample"]["median"]), fmt(c["median"]),
+                     "-" if not e["fixed_bytes_per_file"]["n"] else
+                     f"{fmt(e['fixed_bytes_per_file']['median'] / 1e3)} x {sum(e['files']) / len(e['files']):g}",
                      fmt(e["bytes_per_second"]["median"] / 1e3), f"{sum(e['samples']):,}",
                      "-" if not d else f"{fmt(d['median'])} (min {fmt(d['min'])}, n={d['n']})"])
     head = (f"## density\n\nhost set at {res['interval_s'] * 1e3:g} ms, {res['trials']} trials of {res['trial_seconds']:g} s "
@@ -235,7 +258,8 @@ def print_density(res) -> str:
                "machine is the goal's condition)" if res.get("machine_busy_cores") is not None else "") + "\n\n")
     verdict = (f"\n\ngoal <= {GOAL_BYTES:g} B/sample on every changes-only path: "
                f"{'met' if res['goal_met'] else 'MISSED'}\n")
-    return head + table(["path", "n", "B/sample (median)", "IQR", "with markers", "counter B/sample", "kB/s",
+    return head + table(["path", "n", "B/sample (median)", "IQR", "with markers", "counter B/sample",
+                         "fixed kB per file x files", "kB/s",
                          "samples",
                          "samples per deadline %"], rows) + verdict
 
