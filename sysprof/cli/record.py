@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 
+from ..distributed import rank_info
 from ..report import human_bytes
 from ..sampling.registry import SOURCES
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
@@ -251,8 +252,8 @@ class _Recording:
                 self.markers.named(proc_pid)
             head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                      {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
-        rank = os.environ.get("RANK", "0").strip()
-        rank = int(rank) if rank.isdigit() else 0
+        ranks = rank_info().as_dict()  # RANK etc. (torchrun, Slurm) of the job this recorder runs in
+        rank = ranks["rank"]
         head += [{"name": "global_rank", "ph": "M", "pid": my_pid, "tid": 0, "args": {"value": rank}},
                  {"name": "clock_sync_timestamp_us", "ph": "M", "pid": my_pid, "tid": 0,
                   "args": {"value": self.t_start_ns // 1000}}]
@@ -274,6 +275,7 @@ class _Recording:
             "start_time_ns": self.t_start_ns,
             "duration_limit_s": args.duration,
             "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None,
+            **ranks,
         }
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})

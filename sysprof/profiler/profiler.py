@@ -86,6 +86,8 @@ class Profiler(Callback):
             sys_prof_per_cpu, sys_prof_rates, sys_prof_intervals, sys_prof_devices: sysprof extensions, passed to the
             system profiler as ``profile_gpu``, ``profile_process``, ``per_cpu``, ``rates``, ``intervals``,
             ``devices`` (the disks and NICs sampled: globs, see :class:`sysprof.Sampler`).
+        sys_prof_host_sampling: ``"per_node"`` (host sources on local rank 0 only in a distributed job) or
+            ``"every_rank"``: the system profiler's ``host_sampling`` (:mod:`sysprof.distributed`).
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
             tracing (``torch_prof_record_shapes``, ``_profile_memory``, ``_with_stack``, ``_with_flops`` true or
@@ -110,6 +112,7 @@ class Profiler(Callback):
         sys_prof_rates: bool = False,
         sys_prof_intervals: Optional[Dict[str, float]] = None,
         sys_prof_devices: Optional[Sequence[str]] = None,
+        sys_prof_host_sampling: str = "per_node",
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -148,7 +151,7 @@ class Profiler(Callback):
                 profile_cpu=sys_prof_cpu, profile_memory=sys_prof_memory, profile_disk=sys_prof_disk,
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
                 per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
-                devices=sys_prof_devices, **{f"profile_{n}": v for n, v in sources.items()}))
+                devices=sys_prof_devices, host_sampling=sys_prof_host_sampling, **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:
@@ -355,7 +358,8 @@ def profile(
         devices: the disks and network interfaces sampled (``sys_prof_devices``): globs as
             :class:`sysprof.Sampler`'s ``devices``; None: all but loop, RAM and zram disks and ``lo``.
         **profiler_kwargs: :class:`Profiler` keywords (``sys_prof_cpu``, ``sys_prof_memory``, ...,
-            ``sys_prof_stats_thread_interval_seconds``).
+            ``sys_prof_stats_thread_interval_seconds``, ``sys_prof_host_sampling``: in a distributed job the host
+            is sampled once per node, by local rank 0, unless ``"every_rank"``; see :mod:`sysprof.distributed`).
 
     Yields:
         Profiler: call ``marker(...)`` and ``step()`` on it.
