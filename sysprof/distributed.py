@@ -184,7 +184,8 @@ def trace_metadata(sync_us: int, bound_us: int) -> Dict[str, dict]:
     """The metadata events of a trace cycle (name -> args), for :class:`~sysprof.JSONTraceHandler`: Composer's
     ``clock_sync_timestamp_us`` / ``clock_sync_error_bound`` (``sync_us`` / ``bound_us``, its barrier-based values,
     unless a :class:`ClockSync` runs: then ``epoch_us - offset_us`` and ``uncertainty_us``; the first round is
-    waited for up to 5 s) and, in a distributed job, :data:`RANK_EVENT` (the rank, node, world size and the clock
+    waited for up to 5 s, after which a rank that knows the epoch but has no round yet writes the epoch, i.e.
+    offset 0 with the barrier's bound) and, in a distributed job, :data:`RANK_EVENT` (the rank, node, world size and the clock
     estimate)."""
     sync = _current
     estimate = sync.wait_first(5.0) if sync is not None else None
@@ -194,6 +195,8 @@ def trace_metadata(sync_us: int, bound_us: int) -> Dict[str, dict]:
         sync_us = int(round(estimate.epoch_us - estimate.offset_us))
         bound_us = int(round(estimate.uncertainty_us))
         rank.update(clock_offset_us=estimate.offset_us, clock_uncertainty_us=estimate.uncertainty_us)
+    elif sync is not None and sync.epoch_us is not None:  # no round done yet: offset taken as 0, so that the
+        sync_us = sync.epoch_us  # ranks' values stay coherent (each is rank 0's epoch on its own clock)
     out = {"clock_sync_timestamp_us": {"value": sync_us}, "clock_sync_error_bound": {"value": bound_us}}
     if info.distributed:  # a single process's files stay exactly Composer's
         out[RANK_EVENT] = rank
@@ -236,6 +239,7 @@ class ClockSync:
         self.clock = clock
         self.store = store
         self.estimate: Optional[ClockEstimate] = None
+        self.epoch_us: Optional[int] = None  # rank 0's time at its start, once known
         self.rounds = 0
         self._first = threading.Event()
         self._stop = threading.Event()
@@ -308,7 +312,8 @@ class ClockSync:
         store = self.store
         now = self.clock()
         if k == 0:
-            store.set("epoch", str(now // 1000))
+            self.epoch_us = now // 1000
+            store.set("epoch", str(self.epoch_us))
         estimate = ClockEstimate(0.0, 0.0, now // 1000, 0.0, now)
         self._publish(estimate)  # rank 0 is the reference: known at once
         for r in range(1, self.world_size):
@@ -327,7 +332,7 @@ class ClockSync:
         store = self.store
         best = None
         try:
-            epoch_us = int(_wait(store, "epoch", self.timeout_s))
+            epoch_us = self.epoch_us = int(_wait(store, "epoch", self.timeout_s))
             for i in range(self.samples):
                 t1 = self.clock()
                 store.set(f"q/{k}/{self.rank}/{i}", b"1")

@@ -211,3 +211,14 @@ def test_timedelta_is_what_wait_gets():
     s = S()
     s.set("k", "1")
     assert distributed._wait(s, "k", 2.0) == b"1" and seen == [timedelta(seconds=2.0)]
+
+
+def test_trace_metadata_epoch_before_the_first_round(monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    sync = ClockSync(FakeStore(), rank=1, world_size=2)
+    sync.epoch_us = 10_000
+    monkeypatch.setattr(distributed, "_current", sync)
+    meta = trace_metadata(123, 4)
+    assert meta["clock_sync_timestamp_us"] == {"value": 10_000} and meta["clock_sync_error_bound"] == {"value": 4}
+    assert "clock_offset_us" not in meta["sysprof_rank"]
