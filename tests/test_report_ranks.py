@@ -94,3 +94,21 @@ def test_cli_json_is_the_issue_layout(three_ranks):
     assert r.returncode == 0 and "straggler: rank 2" in r.stdout
     r = run_cli("report")
     assert r.returncode == 2 and "--ranks" in r.stderr
+
+
+def test_record_trace_carries_the_rank(tmp_path):
+    import os
+    import platform
+
+    from cli_support import event
+    from sysprof.trace.chrome import read_trace
+
+    env = {**os.environ, "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}
+    trace = tmp_path / "r3.json"
+    r = run_cli("record", "-q", "-o", trace, "--duration", "0.2", "--interval", "10ms", env=env)
+    assert r.returncode == 0, r.stderr
+    events = read_trace(trace)
+    meta = event(events, "sysprof start")["args"]
+    assert (meta["rank"], meta["local_rank"], meta["world_size"], meta["local_world_size"], meta["node"]) == \
+        (3, 1, 4, 2, platform.node())
+    assert [e["args"]["value"] for e in events if e["name"] == "global_rank"] == [3]
