@@ -307,25 +307,24 @@ class ClockSync:
             except Exception:  # noqa: BLE001
                 log.exception("sysprof clock sync: on_estimate failed")
 
-    def _serve(self, k: int) -> ClockEstimate:
-        """Rank 0: publish the epoch (first round), then answer each other rank's exchanges of round ``k``."""
+    def _serve(self, k: int) -> None:
+        """Rank 0: publish the epoch (first round) and its own estimate (offset 0, known at once), then answer
+        each other rank's exchanges of round ``k``."""
         store = self.store
         now = self.clock()
         if k == 0:
             self.epoch_us = now // 1000
             store.set("epoch", str(self.epoch_us))
-        estimate = ClockEstimate(0.0, 0.0, now // 1000, 0.0, now)
-        self._publish(estimate)  # rank 0 is the reference: known at once
+        self._publish(ClockEstimate(0.0, 0.0, self.epoch_us, 0.0, now))  # the reference
         for r in range(1, self.world_size):
             for i in range(self.samples):
                 if self._stop.is_set():
-                    return estimate
+                    return
                 try:
                     _wait(self.store, f"q/{k}/{r}/{i}", self.timeout_s)
                 except Exception:  # noqa: BLE001 - that rank is late or gone: the next one
                     break
                 store.set(f"a/{k}/{r}/{i}", str(self.clock()))
-        return estimate
 
     def _measure(self, k: int) -> Optional[ClockEstimate]:
         """Rank r > 0: ``samples`` exchanges of round ``k``; the one with the least round trip."""
