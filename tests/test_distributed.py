@@ -222,3 +222,20 @@ def test_trace_metadata_epoch_before_the_first_round(monkeypatch):
     meta = trace_metadata(123, 4)
     assert meta["clock_sync_timestamp_us"] == {"value": 10_000} and meta["clock_sync_error_bound"] == {"value": 4}
     assert "clock_offset_us" not in meta["sysprof_rank"]
+
+
+def test_system_profiler_samples_the_host_on_local_rank_0_only(monkeypatch):
+    from sysprof import SystemProfiler
+
+    for k, v in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(k, v)
+    kw = dict(profile_cpu=True, profile_memory=True, profile_process=True)
+    sp = SystemProfiler(**kw)
+    sp._rank = rank_info()  # as init() does
+    on = {n for n, v in sp._sources().items() if v}
+    assert on == {"process"}
+    every = SystemProfiler(host_sampling="every_rank", **kw)
+    every._rank = rank_info()
+    assert {n for n, v in every._sources().items() if v} == {"cpu", "memory", "process"}
+    with pytest.raises(ValueError, match="host_sampling"):
+        SystemProfiler(host_sampling="per_rank")
