@@ -58,7 +58,8 @@ def _host_reads(seconds: float, mode: str) -> Dict[str, Any]:
     host = [n for n, s in SOURCES.items() if not s.follows_pid and n != "gpu"]
     samplers = []
     for i in range(8):
-        sources = plan_sources(ASKED, RankInfo(rank=i, local_rank=i, world_size=8, local_world_size=8), mode)
+        asked = {n: ASKED.get(n, False) for n in SOURCES}  # every source named: the Sampler's defaults are on
+        sources = plan_sources(asked, RankInfo(rank=i, local_rank=i, world_size=8, local_world_size=8), mode)
         samplers.append((Sampler(interval=0.05, **sources), sources))
     for s, _ in samplers:
         s.start()
