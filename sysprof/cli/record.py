@@ -234,7 +234,8 @@ class _Recording:
 
     def _head(self, channels):
         """The trace's first events: process names, the rank metadata, the start event with the metadata, the
-        units. The rank metadata are Composer's (``global_rank``: ``$RANK`` or 0; ``clock_sync_timestamp_us``:
+        units. The rank metadata are Composer's (``global_rank``: the rank of
+        :func:`sysprof.distributed.rank_info`, ``$RANK``, Slurm's, or 0; ``clock_sync_timestamp_us``:
         the start time), so Composer's and sysprof's mergers take a record trace with Composer traces: a merger
         shifts each rank's events by its clock sync's offset from the lowest rank's, so record with the ``RANK``
         of a rank that shares this machine's clock (rank 0's on its node; same rank: no shift)."""
