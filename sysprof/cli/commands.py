@@ -16,9 +16,26 @@ from ..report.gpu_reasons import reason_lines
 from .common import PROG, CLIError, _import_sysprof
 
 
+def _report_ranks(args) -> int:
+    from sysprof.report.ranks import format_ranks, rank_report
+
+    report = rank_report(args.ranks, step=args.step)  # a ReportError is main's one-line error
+    if args.json:
+        json.dump({k: v for k, v in report.items() if not k.startswith("_")}, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print(format_ranks(report))
+    return 0
+
+
 def cmd_report(args) -> int:
     _import_sysprof()
     from sysprof.trace.load import load_events
+
+    if (args.ranks is None) == (args.trace is None):
+        raise CLIError("report takes one TRACE or --ranks DIR_OR_FILE... (see 'sysprof report --help')", status=2)
+    if args.ranks is not None:
+        return _report_ranks(args)
 
     if args.smooth and not args.plot:
         raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)

@@ -71,8 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace, opened by a "
                                     "verdict: the phases that take the most wall time and what was saturated "
                                     "or starved during each.")
-    rp.add_argument("trace", metavar="TRACE")
+    rp.add_argument("trace", metavar="TRACE", nargs="?")
     rp.add_argument("--json", action="store_true", help="machine-readable output")
+    rp.add_argument("--ranks", nargs="+", metavar="DIR_OR_FILE",
+                    help="instead of TRACE: per-rank traces (files or folders): per-rank step times, the "
+                         "stragglers and what differed on them (see sysprof.report.ranks)")
+    rp.add_argument("--step", action="append", metavar="PATTERN",
+                    help="with --ranks: the step spans' name (glob; default event/batch, else step)")
     rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
     rp.add_argument("--smooth", type=parse_time, metavar="TIME",
                     help="with --plot: plot a moving average over this window (e.g. 100ms) instead of the raw steps")

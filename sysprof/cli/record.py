@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 
+from ..distributed import rank_info
 from ..report import human_bytes
 from ..sampling.registry import SOURCES
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
@@ -237,7 +238,8 @@ class _Recording:
 
     def _head(self, channels):
         """The trace's first events: process names, the rank metadata, the start event with the metadata, the
-        units. The rank metadata are Composer's (``global_rank``: ``$RANK`` or 0; ``clock_sync_timestamp_us``:
+        units. The rank metadata are Composer's (``global_rank``: the rank of
+        :func:`sysprof.distributed.rank_info`, ``$RANK``, Slurm's, or 0; ``clock_sync_timestamp_us``:
         the start time), so Composer's and sysprof's mergers take a record trace with Composer traces: a merger
         shifts each rank's events by its clock sync's offset from the lowest rank's, so record with the ``RANK``
         of a rank that shares this machine's clock (rank 0's on its node; same rank: no shift)."""
@@ -255,8 +257,8 @@ class _Recording:
                 self.markers.named(proc_pid)
             head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
                      {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
-        rank = os.environ.get("RANK", "0").strip()
-        rank = int(rank) if rank.isdigit() else 0
+        ranks = rank_info().as_dict()  # RANK etc. (torchrun, Slurm) of the job this recorder runs in
+        rank = ranks["rank"]
         head += [{"name": "global_rank", "ph": "M", "pid": my_pid, "tid": 0, "args": {"value": rank}},
                  {"name": "clock_sync_timestamp_us", "ph": "M", "pid": my_pid, "tid": 0,
                   "args": {"value": self.t_start_ns // 1000}}]
@@ -279,6 +281,7 @@ class _Recording:
             "duration_limit_s": args.duration,
             "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None,
             "gpus": list(getattr(sampler, "devices", [])),  # index, name, uuid, pci_bus_id[, cuda_index, mig_instances]
+            **ranks,
         }
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})

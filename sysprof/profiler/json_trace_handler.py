@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Optional, Union
 
-from sysprof import forks
+from sysprof import distributed, forks
 from sysprof.trace.chrome import ChromeTraceWriter, counter_args, is_gzip_path, read_trace
 from sysprof.trace.merge import TraceMerger, merge_traces
 from sysprof.trace.schema import units_event
@@ -386,8 +386,8 @@ class JSONTraceHandler(TraceHandler):
         if td is not None:
             td.barrier()
         sync_b = time.time_ns()
-        self._metadata("clock_sync_timestamp_us", wall_ns, {"value": sync // 1000})
-        self._metadata("clock_sync_error_bound", wall_ns, {"value": (sync_b - sync_a) // 1000})
+        for name, args in distributed.trace_metadata(sync // 1000, (sync_b - sync_a) // 1000).items():
+            self._metadata(name, wall_ns, args)  # Composer's clock sync (ours when measured) and the rank
         self._cycle_has_metadata = True
 
     def batch_start(self, state: Any, logger: Any) -> None:

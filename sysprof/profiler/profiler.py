@@ -88,6 +88,8 @@ class Profiler(Callback):
             ``devices`` (the disks and NICs sampled: globs, see :class:`sysprof.Sampler`).
         sys_prof_prometheus_listen: serve the system profiler's samples at ``/metrics`` on this address
             (``SystemProfiler(prometheus_listen=...)``; loopback unless a host is given).
+        sys_prof_host_sampling: ``"per_node"`` (host sources on local rank 0 only in a distributed job) or
+            ``"every_rank"``: the system profiler's ``host_sampling`` (:mod:`sysprof.distributed`).
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
             tracing (``torch_prof_record_shapes``, ``_profile_memory``, ``_with_stack``, ``_with_flops`` true or
@@ -113,6 +115,7 @@ class Profiler(Callback):
         sys_prof_intervals: Optional[Dict[str, float]] = None,
         sys_prof_devices: Optional[Sequence[str]] = None,
         sys_prof_prometheus_listen: Optional[str] = None,
+        sys_prof_host_sampling: str = "per_node",
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -152,7 +155,7 @@ class Profiler(Callback):
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
                 per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
                 devices=sys_prof_devices, prometheus_listen=sys_prof_prometheus_listen,
-                **{f"profile_{n}": v for n, v in sources.items()}))
+                host_sampling=sys_prof_host_sampling, **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:
@@ -359,7 +362,8 @@ def profile(
         devices: the disks and network interfaces sampled (``sys_prof_devices``): globs as
             :class:`sysprof.Sampler`'s ``devices``; None: all but loop, RAM and zram disks and ``lo``.
         **profiler_kwargs: :class:`Profiler` keywords (``sys_prof_cpu``, ``sys_prof_memory``, ...,
-            ``sys_prof_stats_thread_interval_seconds``).
+            ``sys_prof_stats_thread_interval_seconds``, ``sys_prof_host_sampling``: in a distributed job the host
+            is sampled once per node, by local rank 0, unless ``"every_rank"``; see :mod:`sysprof.distributed`).
 
     Yields:
         Profiler: call ``marker(...)`` and ``step()`` on it.

@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from sysprof import forks
+from sysprof import distributed, forks
 from sysprof.profiler.callback import Callback, event_name
 from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
@@ -187,6 +187,9 @@ class SystemProfiler(Callback):
             loopback unless a host is given; see :mod:`sysprof.prometheus`), from ``init`` to ``close``, fed by this
             callback's drains; an address that cannot be bound is logged, not raised. Needs
             ``sysprof[prometheus]``. ``prometheus_window_seconds``: the window of its ``_max``/``_min`` gauges.
+        host_sampling: ``"per_node"`` (default): in a distributed job, host sources are sampled by local rank 0
+            only, and every rank samples its own process and GPU; ``"every_rank"``: every rank samples all it is
+            asked (see :mod:`sysprof.distributed`, which also aligns the ranks' clocks: counter ``sysprof clock``).
 
     Changes only: a handler with ``process_counter_rows`` (sysprof's :class:`~sysprof.JSONTraceHandler`) gets every
     row and writes changes only itself (its ``changes_only``); a handler without it (Composer's) gets a counter's
@@ -219,6 +222,7 @@ class SystemProfiler(Callback):
         prometheus_listen: Optional[str] = None,
         prometheus_window_seconds: float = 15.0,
         gpu_interval_seconds: Optional[float] = None,
+        host_sampling: str = "per_node",
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -231,6 +235,12 @@ class SystemProfiler(Callback):
         self.prometheus_window_seconds = _seconds("prometheus_window_seconds", prometheus_window_seconds)
         self._endpoint: Any = None
         from sysprof.sampling.devices import check_devices
+
+        distributed.plan_sources({}, distributed.RankInfo(), host_sampling)  # checks the value
+        self.host_sampling = host_sampling
+        self._rank = distributed.RankInfo()
+        self._clock: Any = None
+        self._clock_rows: list = []  # clock-sync estimates not yet emitted
 
         self.devices = list(check_devices(devices)) if devices is not None else None
         self.changes_only = bool(changes_only)
@@ -272,6 +282,7 @@ class SystemProfiler(Callback):
         self._thread = None
         self.sampler = None
         self._endpoint = None  # its server thread is the parent's
+        self._clock = None
 
     # ------------------------------------------------------------------ lifecycle
     def _make_sampler(self) -> Any:
@@ -281,13 +292,17 @@ class SystemProfiler(Callback):
         interval = float(self.stats_thread_interval_seconds)
         fallback = max(1.0, 4 * self.drain_interval_seconds)  # the drain thread's period when no event comes
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
+        sources = self._sources()
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
                        backend=self.backend, intervals=self.intervals, devices=self.devices,
-                       gpu_interval=self.gpu_interval_seconds if self.profile_gpu else None, **self._sources())
+                       gpu_interval=self.gpu_interval_seconds if self.profile_gpu else None, **sources,
+                       **distributed.gpu_keywords(Sampler, sources, self._rank, self.host_sampling))
 
     def _sources(self) -> Dict[str, bool]:
-        """Registry source -> whether it is sampled (its ``profile_<source>`` switch)."""
-        return {name: bool(getattr(self, f"profile_{name}", False)) for name in SOURCES}
+        """Registry source -> whether this rank samples it (its ``profile_<source>`` switch, then
+        :func:`sysprof.distributed.plan_sources`: host sources on local rank 0 only in a distributed job)."""
+        asked = {name: bool(getattr(self, f"profile_{name}", False)) for name in SOURCES}
+        return distributed.plan_sources(asked, self._rank, self.host_sampling)
 
     def init(self, state: Any, logger: Any) -> None:
         """Build and start the sampler and the fallback drain thread.
@@ -306,6 +321,10 @@ class SystemProfiler(Callback):
         self._streams = {}
         self._cuda_device = None
         self._note_cuda_device()
+        self._rank = distributed.rank_info()
+        if self._rank.distributed:  # measured on its own thread over the process group's store
+            self._clock = distributed.ClockSync(rank=self._rank.rank, world_size=self._rank.world_size,
+                                                on_estimate=self._clock_rows.append).start()
         if not any(self._sources().values()):
             return
         sampler = self._make_sampler()
@@ -347,6 +366,9 @@ class SystemProfiler(Callback):
         self._shutdown()
 
     def _shutdown(self) -> None:
+        clock, self._clock = self._clock, None
+        if clock is not None:
+            clock.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
             self._stop.set()
@@ -414,8 +436,11 @@ class SystemProfiler(Callback):
                 if mask.any():
                     self._emit(ts[mask], batch.values[mask], step[mask])
                 self._log.prune(int(ts[-1]))
-            if self.profile_memory and self._log.recording and self._log.recording[-1]:
+            recording = bool(self._log.recording and self._log.recording[-1])
+            if self.profile_memory and recording:
                 self._emit_cuda_memory()
+            if self._clock_rows and recording:
+                self._emit_clock()
             if cycle_end and self._streams:
                 self._finish_streams()
 
@@ -455,6 +480,18 @@ class SystemProfiler(Callback):
                 stream.finish(h)
             except Exception as e:  # noqa: BLE001
                 report_handler_error(h, e, "process_counter_event")
+
+    def _emit_clock(self) -> None:
+        """The clock-sync rounds measured since the last drain, as ``sysprof clock`` counter events."""
+        rows = [self._clock_rows.pop(0) for _ in range(len(self._clock_rows))]  # pop: safe against the appender
+        for h in self._handlers():
+            for e in rows:
+                try:
+                    h.process_counter_event(name=distributed.CLOCK_COUNTER, categories=("clock",),
+                                            timestamp=self._log.stamps[-1], wall_clock_time_ns=e.at_ns,
+                                            values={"offset_us": e.offset_us, "uncertainty_us": e.uncertainty_us})
+                except Exception as err:  # noqa: BLE001
+                    report_handler_error(h, err, "process_counter_event")
 
     def _emit_cuda_memory(self) -> None:
         torch = sys.modules.get("torch")
