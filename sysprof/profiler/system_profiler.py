@@ -181,6 +181,12 @@ class SystemProfiler(Callback):
         devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
             (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
         changes_only: what handlers without ``process_counter_rows`` get (see below).
+        log_summaries: at each ``batch_end`` (Composer's trainer logs its loss at every batch), log summaries of
+            the samples since the previous batch end through Composer's ``Logger.log_metrics`` (the logger
+            destinations: W&B, MLflow, TensorBoard, ...): True for the default set, or a list of
+            ``"channel:stat"`` strings or :class:`~sysprof.integrations.summaries.Summary` objects (see
+            :mod:`sysprof.integrations.summaries`); ``dataloader_wait_share`` is the share of the window between
+            ``before_dataloader`` and ``after_dataloader``. Default False.
 
     Changes only: a handler with ``process_counter_rows`` (sysprof's :class:`~sysprof.JSONTraceHandler`) gets every
     row and writes changes only itself (its ``changes_only``); a handler without it (Composer's) gets a counter's
@@ -209,6 +215,7 @@ class SystemProfiler(Callback):
         intervals: Optional[Dict[str, float]] = None,
         devices: Optional[list] = None,
         changes_only: bool = True,
+        log_summaries: Any = False,
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -216,6 +223,13 @@ class SystemProfiler(Callback):
 
         self.devices = list(check_devices(devices)) if devices is not None else None
         self.changes_only = bool(changes_only)
+        self.log_summaries = log_summaries
+        self._summaries: Any = None  # the SummaryWindow of a run with log_summaries
+        self._dataloader_ns: Optional[int] = None
+        if log_summaries is not False:
+            from sysprof.integrations.summaries import parse_summaries
+
+            parse_summaries(log_summaries)  # a bad spec fails here, in the user's code
         self._streams: Dict[int, _ChangedEvents] = {}  # id(handler) -> its changes-only state
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
         _seconds("drain_interval_seconds", drain_interval_seconds)
@@ -298,6 +312,12 @@ class SystemProfiler(Callback):
                                  for stat, name in CUDA_MEMORY_KEYS.items()})
         self._layout = layout
         self.sampler = sampler
+        self._summaries = None
+        if self.log_summaries is not False:
+            from sysprof.integrations.summaries import SummaryWindow
+
+            self._summaries = SummaryWindow(self.log_summaries)
+            self._summaries.bind(channels)
         self._observe(state)
         sampler.start()
         self._last_drain = time.monotonic()
@@ -315,7 +335,23 @@ class SystemProfiler(Callback):
             cycle_end = previous == "active_and_save" and event_name(event) == "batch_end"
             if cycle_end or time.monotonic() - self._last_drain >= self.drain_interval_seconds:
                 self._drain(cycle_end)
+            if self._summaries is not None:
+                self._summary_event(event_name(event), logger)
         super().run_event(event, state, logger)
+
+    def _summary_event(self, name: str, logger: Any) -> None:
+        """log_summaries: the dataloader phase, and the summaries at each batch end (never raises)."""
+        try:
+            if name == "before_dataloader":
+                self._dataloader_ns = time.time_ns()
+            elif name == "after_dataloader" and self._dataloader_ns is not None:
+                self._summaries.add_span("dataloader", self._dataloader_ns, time.time_ns())
+                self._dataloader_ns = None
+            elif name == "batch_end" and logger is not None:
+                self._drain()
+                logger.log_metrics(self._summaries.take())
+        except Exception:  # noqa: BLE001 - summaries never stop training
+            log.exception("sysprof SystemProfiler: logging summaries failed")
 
     def close(self, state: Any, logger: Any) -> None:
         """Stop and join the sampler and the drain thread, then emit every sample still buffered."""
@@ -369,6 +405,8 @@ class SystemProfiler(Callback):
             batch = sampler.drain()
             n = len(batch)
             self._counts["rows_drained"] += n
+            if self._summaries is not None:
+                self._summaries.add(batch)
             if n:
                 ts = batch.timestamps_ns
                 mask, step = self._log.classify(ts)
