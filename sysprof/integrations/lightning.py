@@ -90,8 +90,6 @@ class SysprofCallback(_pl.Callback):
 
     @guarded
     def on_fit_end(self, trainer, pl_module) -> None:
-        if self._rec is not None:
-            self._rec.phase_cancel("dataloader")  # no batch follows the last one
         self.session.stop("end")
 
     @guarded
@@ -108,7 +106,7 @@ class SysprofCallback(_pl.Callback):
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         rec = self._rec
         if rec is not None:
-            rec.phase_begin("dataloader")
+            rec.phase_begin("dataloader", tentative=True)
 
     @guarded
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -148,7 +146,7 @@ class SysprofCallback(_pl.Callback):
             values = rec.summaries()
             if values:
                 pl_module.log_dict(values, on_step=True, on_epoch=False, prog_bar=False, logger=True)
-        rec.phase_begin("dataloader")
+        rec.phase_begin("dataloader", tentative=True)
 
     @guarded
     def on_validation_start(self, trainer, pl_module) -> None:
@@ -163,4 +161,4 @@ class SysprofCallback(_pl.Callback):
         if rec is not None:
             rec.phase_end("validation")
             if trainer.training:
-                rec.phase_begin("dataloader")
+                rec.phase_begin("dataloader", tentative=True)

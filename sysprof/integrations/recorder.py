@@ -92,9 +92,10 @@ class Recorder:
         self.writer: Any = None
         self.builder: Any = None
         self._lock = threading.Lock()  # drain + write: the recorder's thread or a log step
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # stopping or stopped
+        self._finished = threading.Event()  # the trace is closed
         self._thread: Optional[threading.Thread] = None
-        self._open: Dict[str, tuple] = {}  # phase name -> (start ns, native tid) of the training thread
+        self._open: Dict[str, tuple] = {}  # phase name -> (start ns, native tid, tentative)
         self._done: collections.deque = collections.deque()  # (name, start_ns, end_ns, tid, args)
         self._pid = os.getpid()
         self._watch: Optional[tuple] = None  # (thread ident, frame id, code) of the trainer's call
@@ -112,7 +113,12 @@ class Recorder:
 
     @property
     def running(self) -> bool:
+        """Recording (started, not stopping)."""
         return self._thread is not None and not self._stopped.is_set()
+
+    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+        """Wait until a stop has closed the trace (from any thread); False on timeout."""
+        return self._finished.wait(timeout)
 
     # ---- start ----
     def start(self) -> None:
@@ -179,9 +185,10 @@ class Recorder:
                 self.builder.units_event()]
 
     # ---- the training thread ----
-    def phase_begin(self, name: str, t_ns: Optional[int] = None) -> None:
-        """A phase starts now (or at ``t_ns``); a phase of that name still open is replaced."""
-        self._open[name] = (time.time_ns() if t_ns is None else t_ns, threading.get_native_id())
+    def phase_begin(self, name: str, t_ns: Optional[int] = None, tentative: bool = False) -> None:
+        """A phase starts now (or at ``t_ns``); a phase of that name still open is replaced. A ``tentative`` one
+        (a fetch that may not follow: the next batch's ``dataloader``) is dropped, not closed, at the stop."""
+        self._open[name] = (time.time_ns() if t_ns is None else t_ns, threading.get_native_id(), tentative)
 
     def phase_end(self, name: str, t_ns: Optional[int] = None, **args: Any) -> None:
         """The phase ``name`` ends now (or at ``t_ns``): one duration event, and the summaries' share. Nothing when
@@ -292,8 +299,8 @@ class Recorder:
 
     # ---- stop ----
     def stop(self, reason: str = "end") -> None:
-        """Stop sampling, write the last rows, the phases still open (ended now, ``args.closed``) and the stop
-        event, close the trace. Idempotent; never raises."""
+        """Stop sampling, write the last rows, the phases still open but tentative ones (ended now,
+        ``args.closed``: the reason) and the stop event, close the trace. Idempotent; never raises."""
         thread = self._thread
         if thread is None or self._stopped.is_set():
             return
@@ -319,13 +326,14 @@ class Recorder:
         atexit.unregister(self._stop_at_exit)
         sampler, writer = self.sampler, self.writer
         if sampler is None or writer is None:
+            self._finished.set()
             return
         try:
             sampler.stop()
             now = time.time_ns()
             for name in list(self._open):  # open phases end with the recording
                 opened = self._open.pop(name, None)
-                if opened is not None:
+                if opened is not None and not opened[2]:
                     self._done.append((name, opened[0], now, opened[1], {"closed": reason}))
             self._drain(stop_ns=now)
             with self._lock:
@@ -344,6 +352,7 @@ class Recorder:
             except Exception as e:  # noqa: BLE001
                 self._fail("close", e)
             self.sampler = self.writer = None
+            self._finished.set()
 
 
 def _ts(event: dict):

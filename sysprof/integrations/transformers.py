@@ -92,8 +92,6 @@ class SysprofCallback(_TrainerCallback):
 
     @guarded
     def on_train_end(self, args, state, control, **kwargs):
-        if self.session.recorder is not None:
-            self.session.recorder.phase_cancel("dataloader")  # no step follows the last one
         self.session.stop("end")
 
     # ---- phases ----
@@ -101,7 +99,7 @@ class SysprofCallback(_TrainerCallback):
     def on_epoch_begin(self, args, state, control, **kwargs):
         rec, now, _ = self._event()
         if rec is not None:
-            rec.phase_begin("dataloader", now)
+            rec.phase_begin("dataloader", now, tentative=True)
 
     @guarded
     def on_step_begin(self, args, state, control, **kwargs):
@@ -127,7 +125,7 @@ class SysprofCallback(_TrainerCallback):
         rec, now, _ = self._event()
         if rec is not None:
             rec.phase_end("step", now)
-            rec.phase_begin("dataloader", now)
+            rec.phase_begin("dataloader", now, tentative=True)
 
     @guarded
     def on_prediction_step(self, args, state, control, **kwargs):
@@ -147,7 +145,7 @@ class SysprofCallback(_TrainerCallback):
             rec.phase_begin("evaluate", last)
         self._evaluating = False
         rec.phase_end("evaluate", now)
-        rec.phase_begin("dataloader", now)
+        rec.phase_begin("dataloader", now, tentative=True)
 
     @guarded
     def on_save(self, args, state, control, **kwargs):
@@ -155,7 +153,7 @@ class SysprofCallback(_TrainerCallback):
         if rec is not None:
             rec.phase_cancel("dataloader")
             rec.add_span("save", last, now)
-            rec.phase_begin("dataloader", now)
+            rec.phase_begin("dataloader", now, tentative=True)
 
     @guarded
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -165,5 +163,5 @@ class SysprofCallback(_TrainerCallback):
         if self.log_summaries and isinstance(logs, dict) and rec.window is not None:
             logs.update(rec.summaries())
         if rec.is_open("dataloader"):
-            rec.phase_begin("dataloader", time.time_ns())  # the log's own time is no fetch
+            rec.phase_begin("dataloader", time.time_ns(), tentative=True)  # the log's own time is no fetch
         self._last_ns = time.time_ns()
