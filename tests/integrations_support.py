@@ -16,8 +16,6 @@ import pathlib
 import subprocess
 import tempfile
 
-import pytest
-
 import sysprof
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -34,6 +32,8 @@ def _venv() -> pathlib.Path:
 
 def venv_python() -> pathlib.Path:
     if not RECIPE.exists():
+        import pytest
+
         pytest.skip(f"{RECIPE} not found")
     return _venv() / "bin" / "python"
 

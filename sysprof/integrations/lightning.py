@@ -1,5 +1,5 @@
 """PyTorch Lightning: ``SysprofCallback`` records system metrics and Lightning's phases while ``fit`` runs, and logs
-summaries through the module's ``log_dict`` into every logger the trainer has (TensorBoard, W&B, MLflow, CSV)::
+summaries into every logger the trainer has (TensorBoard, W&B, MLflow, CSV, ...)::
 
     import lightning as L
     from sysprof.integrations.lightning import SysprofCallback
@@ -22,9 +22,12 @@ depend on either. The callback derives from the one that imports (``lightning.py
   batch's end, or the epoch's or a validation's end, to the next batch's start: the fetch of the next batch,
   which Lightning does between them).
 * **Summaries**: at each step where Lightning writes to its loggers (every ``log_every_n_steps`` batches that
-  stepped, as the trainer decides), ``pl_module.log_dict(summaries, on_step=True, on_epoch=False)`` with the
-  window since the previous one (:mod:`sysprof.integrations.summaries`); other steps do no summary work.
-  ``log_summaries=False`` keeps them out of the loggers (the trace is still written).
+  stepped, as the trainer decides), ``log_metrics(summaries, step)`` of every logger in ``trainer.loggers``, at
+  the step Lightning logs that batch's metrics at, with the window since the previous one
+  (:mod:`sysprof.integrations.summaries`); other steps do no summary work. Straight to the loggers rather than
+  through ``LightningModule.log_dict``, whose per-value checks and tensors took ~5 ms per log step for the
+  default set (benchmarks/bench_integrations.py's machine); so they are not in ``trainer.callback_metrics``. ``log_summaries=False`` keeps them out of
+  the loggers (the trace is still written).
 """
 from __future__ import annotations
 
@@ -57,13 +60,21 @@ def _logs_this_step(trainer) -> bool:
     return (trainer.global_step % every == 0) or bool(getattr(trainer, "should_stop", False))
 
 
+def _logging_step(trainer) -> int:
+    """The step Lightning gives its loggers for this batch (batches that stepped so far, before this one's
+    increment), else ``global_step``."""
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    step = getattr(loop, "_batches_that_stepped", None)
+    return int(step) if isinstance(step, int) else int(trainer.global_step)
+
+
 class SysprofCallback(_pl.Callback):
     """Records a sysprof trace of ``fit`` with Lightning's phases, and logs summaries (module docstring).
 
     Args:
         path, interval, sources, intervals, devices, backend, summaries, ranks, overwrite, options:
             :class:`sysprof.integrations.session.Session`.
-        log_summaries: log the summaries through ``log_dict`` (default True).
+        log_summaries: log the summaries into the trainer's loggers (default True).
     """
 
     def __init__(self, path=None, *, log_summaries: bool = True, **options: Any) -> None:
@@ -145,7 +156,9 @@ class SysprofCallback(_pl.Callback):
         if self.log_summaries and rec.window is not None and _logs_this_step(trainer):
             values = rec.summaries()
             if values:
-                pl_module.log_dict(values, on_step=True, on_epoch=False, prog_bar=False, logger=True)
+                step = _logging_step(trainer)
+                for logger in trainer.loggers:
+                    logger.log_metrics(values, step=step)
         rec.phase_begin("dataloader", tentative=True)
 
     @guarded

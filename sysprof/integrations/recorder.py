@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import heapq
 import logging
 import os
 import pathlib
@@ -31,13 +30,16 @@ from typing import Any, Dict, Optional, Sequence
 from sysprof import forks
 from sysprof.integrations.summaries import SummaryWindow
 
-__all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
+__all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
 
 log = logging.getLogger("sysprof.integrations")
 
 #: sources sampled when none are named: the Sampler's defaults, the training process, PSI and the GPUs (each
 #: where this machine has it; one it lacks has no channels and says why in the start event's ``errors``)
 DEFAULT_SOURCES = ("cpu", "memory", "disk", "net", "process", "pressure", "gpu")
+#: per-source intervals (s) used unless ``intervals`` names the source: PSI is read every 100 ms (its ten counters
+#: move every read and would be 40 % of the trace's bytes at 10 ms; its stall share needs no finer grain)
+DEFAULT_INTERVALS = {"pressure": 0.1}
 #: the recorder's thread drains the sampler this often (s), and flushes the trace at least every FLUSH_PERIOD s
 DRAIN_PERIOD = 0.2
 FLUSH_PERIOD = 1.0
@@ -65,7 +67,8 @@ class Recorder:
     Args:
         path: the trace file; an existing file is never replaced (:func:`free_path` picks the name written,
             :attr:`path`), unless ``overwrite``.
-        interval: sampling interval (s); intervals, devices, backend: as :class:`sysprof.Sampler`'s.
+        interval: sampling interval (s); intervals (over :data:`DEFAULT_INTERVALS`), devices, backend: as
+            :class:`sysprof.Sampler`'s.
         sources: source names to sample (:data:`DEFAULT_SOURCES` when None); ``per_cpu`` etc. via ``options``.
         summaries: the :class:`SummaryWindow` fed by every drain and phase (None: no summaries).
         framework: ``"lightning"``, ``"transformers"``: written into the start event.
@@ -80,7 +83,9 @@ class Recorder:
         self.path = self.requested_path
         self.interval = interval
         self.sources = tuple(DEFAULT_SOURCES if sources is None else sources)
-        self.intervals = dict(intervals or {})
+        self.intervals = {k: v for k, v in DEFAULT_INTERVALS.items()
+                          if k in self.sources and max(v, interval) == v}  # at least the interval itself
+        self.intervals.update(intervals or {})
         self.devices = None if devices is None else list(devices)
         self.backend = backend
         self.options = dict(options or {})
@@ -91,6 +96,9 @@ class Recorder:
         self.sampler: Any = None
         self.writer: Any = None
         self.builder: Any = None
+        self._rows: Any = None  # the RowTemplate of a Chrome JSON trace (the fast path), else None
+        self._pending: list = []  # batches drained at log steps, not yet written
+        self.samples = 0
         self._lock = threading.Lock()  # drain + write: the recorder's thread or a log step
         self._stopped = threading.Event()  # stopping or stopped
         self._finished = threading.Event()  # the trace is closed
@@ -128,8 +136,9 @@ class Recorder:
             ValueError: a bad sampler argument; OSError: the trace cannot be created.
         """
         from sysprof.sampling.sampler import Sampler, ring_capacity
+        from sysprof.trace.chrome import ChromeTraceWriter
         from sysprof.trace.perfetto import writer_class_for
-        from sysprof.trace.tracks import EventBuilder
+        from sysprof.trace.tracks import EventBuilder, RowTemplate
 
         flags = {name: True for name in self.sources}
         flags.update(self.options)
@@ -153,6 +162,9 @@ class Recorder:
         exact = getattr(self.writer, "timestamp", None)
         if exact is not None:  # .pftrace keeps every ns
             self.builder.ts = exact
+        if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
+            # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
+            self._rows = RowTemplate(self.builder.layout.series, self._pid, 0, changes_only=True)
         if self.window is not None:
             self.window.bind(channels)
         self.t_start_ns = time.time_ns()
@@ -220,7 +232,7 @@ class Recorder:
         if self.window is None or not self.running:
             return {}
         try:
-            self._drain()
+            self._drain(write=False)  # the samples until now; their encoding is left to the recorder's thread
         except Exception as e:  # noqa: BLE001 - the summaries still cover what was drained before
             self._fail("drain", e)
         return self.window.take()
@@ -257,19 +269,37 @@ class Recorder:
             frame = frame.f_back
         return False
 
-    def _drain(self, stop_ns: Optional[int] = None) -> None:
+    def _drain(self, stop_ns: Optional[int] = None, write: bool = True) -> None:
+        """Drain the sampler into the summary window and the trace; ``write=False`` (a log step, on the training
+        thread) keeps the rows for the recorder's thread to encode and write at its next drain."""
         with self._lock:
             sampler, writer = self.sampler, self.writer
             if sampler is None or writer is None:
                 return
             batch = sampler.drain()
+            self.samples += len(batch)
             if self.window is not None:
                 self.window.add(batch)
-            events = self.builder.events(batch) if len(batch) else []
+            if not write:
+                if len(batch):
+                    self._pending.append(batch)
+                return
+            batches, self._pending = self._pending + [batch], []
+            rows = self._rows
+            for b in batches:
+                if rows is None:
+                    writer.write_many(self.builder.events(b) if len(b) else [])
+                elif len(b):
+                    rendered = rows.render(b.timestamps_ns, self.builder.layout.project(b.values))
+                    if rendered:
+                        writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
             if stop_ns is not None:
-                events += self.builder.finish()
-            phases = self._phase_events()
-            writer.write_many(heapq.merge(events, phases, key=_ts) if phases else events)
+                if rows is None:
+                    writer.write_many(self.builder.finish())
+                else:
+                    for text, count in rows.finish():
+                        writer.write_encoded(text, count)
+            writer.write_many(self._phase_events())  # after the counters: readers sort, the format allows it
 
     def _phase_events(self) -> list:
         done, ts, pid, out = self._done, self.builder.ts, self._pid, []
@@ -341,7 +371,7 @@ class Recorder:
                 stats = dict(sampler.stats)
                 writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self.builder.ts(time.time_ns()),
                               "pid": self._pid, "tid": 0,
-                              "args": {"stats": stats, "samples_written": self.builder.rows, "reason": reason,
+                              "args": {"stats": stats, "samples_written": self.samples, "reason": reason,
                                        "elapsed_s": (time.time_ns() - self.t_start_ns) / 1e9,
                                        "errors": dict(sampler.errors)}})
         except Exception as e:  # noqa: BLE001
@@ -356,4 +386,4 @@ class Recorder:
 
 
 def _ts(event: dict):
-    return event.get("ts", -1)
+    return event["ts"]

@@ -1,7 +1,7 @@
 """Summaries of the samples since the previous log, for the user's own logger (W&B, MLflow, TensorBoard, ...).
 
 One module for the three trainers: Composer's ``Logger`` (``SystemProfiler(log_summaries=True)``), Lightning's
-``log_dict`` and Hugging Face's ``on_log`` (the ``SysprofCallback`` of :mod:`sysprof.integrations.lightning` and
+loggers and Hugging Face's ``on_log`` (the ``SysprofCallback`` of :mod:`sysprof.integrations.lightning` and
 :mod:`sysprof.integrations.transformers`). At each logging step the caller drains the sampler into the window and
 :meth:`SummaryWindow.take` returns ``{"sysprof/<name>": float}`` over the rows sampled since the previous take,
 then starts the next window.
