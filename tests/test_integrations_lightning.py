@@ -50,7 +50,7 @@ TRAIN = textwrap.dedent('''
             if self.global_step == self.fail_at:
                 raise self.fail_with("stop here")
             if self.global_step == self.kill_at:
-                time.sleep(1.5)  # past the trace's next flush
+                time.sleep(2.5)  # past the trace's next flush (every second)
                 os.kill(os.getpid(), signal.SIGKILL)
             x, y = batch
             loss = torch.nn.functional.cross_entropy(self.net(x), y)
@@ -188,4 +188,4 @@ def test_killed_run_leaves_a_readable_trace(tmp_path):
     data = TraceData(read_trace(traces[0]))
     assert data.recorded and data.truncated
     assert sum(s.name == "train_batch" for s in data.spans) == 5
-    assert data.series["cpu/percent"][0].size > 50  # 1.5 s at 5 ms, changes only
+    assert data.last_counter_stats["taken"] >= 1 and data.series["cpu/percent"][0].size >= 1  # flushed samples

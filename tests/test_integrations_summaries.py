@@ -204,7 +204,7 @@ def test_recorder_killed_mid_way_leaves_a_readable_trace(tmp_path):
         proc.wait(timeout=60)
     data = TraceData(read_trace(out))
     assert data.recorded and data.truncated
-    assert data.series["cpu/percent"][0].size > 10
+    assert data.last_counter_stats["taken"] >= 1 and data.series["cpu/percent"][0].size >= 1  # flushed samples
     assert sum(s.name == "step" for s in data.spans) > 100
 
 

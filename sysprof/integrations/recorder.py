@@ -37,9 +37,12 @@ log = logging.getLogger("sysprof.integrations")
 #: sources sampled when none are named: the Sampler's defaults, the training process, PSI and the GPUs (each
 #: where this machine has it; one it lacks has no channels and says why in the start event's ``errors``)
 DEFAULT_SOURCES = ("cpu", "memory", "disk", "net", "process", "pressure", "gpu")
-#: per-source intervals (s) used unless ``intervals`` names the source: PSI is read every 100 ms (its ten counters
-#: move every read and would be 40 % of the trace's bytes at 10 ms; its stall share needs no finer grain)
-DEFAULT_INTERVALS = {"pressure": 0.1}
+#: per-source intervals (s) used unless ``intervals`` names the source (each at least the interval): CPU, the
+#: training process and the GPUs at every sample; memory, disks and NICs every 50 ms, PSI every 100 ms (its ten
+#: counters move at every read: 40 % of the trace's bytes at 10 ms). Measured (benchmarks/bench_integrations.py's
+#: machine, 2 vCPUs): the sampling thread at 10 ms costs 1.8 % of a core with every source at 10 ms, 1.2 % so
+#: (the kernel's rendering of /proc/meminfo, diskstats and net/dev is most of it)
+DEFAULT_INTERVALS = {"memory": 0.05, "disk": 0.05, "net": 0.05, "pressure": 0.1}
 #: the recorder's thread drains the sampler this often (s), and flushes the trace at least every FLUSH_PERIOD s
 DRAIN_PERIOD = 0.2
 FLUSH_PERIOD = 1.0
