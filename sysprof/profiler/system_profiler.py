@@ -190,6 +190,12 @@ class SystemProfiler(Callback):
         host_sampling: ``"per_node"`` (default): in a distributed job, host sources are sampled by local rank 0
             only, and every rank samples its own process and GPU; ``"every_rank"``: every rank samples all it is
             asked (see :mod:`sysprof.distributed`, which also aligns the ranks' clocks: counter ``sysprof clock``).
+        log_summaries: at each ``batch_end`` (Composer's trainer logs its loss at every batch), log summaries of
+            the samples since the previous batch end through Composer's ``Logger.log_metrics`` (the logger
+            destinations: W&B, MLflow, TensorBoard, ...): True for the default set, or a list of
+            ``"channel:stat"`` strings or :class:`~sysprof.integrations.summaries.Summary` objects (see
+            :mod:`sysprof.integrations.summaries`); ``dataloader_wait_share`` is the share of the window between
+            ``before_dataloader`` and ``after_dataloader``. Default False.
 
     Changes only: a handler with ``process_counter_rows`` (sysprof's :class:`~sysprof.JSONTraceHandler`) gets every
     row and writes changes only itself (its ``changes_only``); a handler without it (Composer's) gets a counter's
@@ -223,6 +229,7 @@ class SystemProfiler(Callback):
         prometheus_window_seconds: float = 15.0,
         gpu_interval_seconds: Optional[float] = None,
         host_sampling: str = "per_node",
+        log_summaries: Any = False,
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -244,6 +251,13 @@ class SystemProfiler(Callback):
 
         self.devices = list(check_devices(devices)) if devices is not None else None
         self.changes_only = bool(changes_only)
+        self.log_summaries = log_summaries
+        self._summaries: Any = None  # the SummaryWindow of a run with log_summaries
+        self._dataloader_ns: Optional[int] = None
+        if log_summaries is not False:
+            from sysprof.integrations.summaries import parse_summaries
+
+            parse_summaries(log_summaries)  # a bad spec fails here, in the user's code
         self._streams: Dict[int, _ChangedEvents] = {}  # id(handler) -> its changes-only state
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
         _seconds("drain_interval_seconds", drain_interval_seconds)
@@ -339,6 +353,12 @@ class SystemProfiler(Callback):
         self._layout = layout
         self.sampler = sampler
         self._start_endpoint(sampler)
+        self._summaries = None
+        if self.log_summaries is not False:
+            from sysprof.integrations.summaries import SummaryWindow
+
+            self._summaries = SummaryWindow(self.log_summaries)
+            self._summaries.bind(channels)
         self._observe(state)
         sampler.start()
         self._last_drain = time.monotonic()
@@ -356,7 +376,23 @@ class SystemProfiler(Callback):
             cycle_end = previous == "active_and_save" and event_name(event) == "batch_end"
             if cycle_end or time.monotonic() - self._last_drain >= self.drain_interval_seconds:
                 self._drain(cycle_end)
+            if self._summaries is not None:
+                self._summary_event(event_name(event), logger)
         super().run_event(event, state, logger)
+
+    def _summary_event(self, name: str, logger: Any) -> None:
+        """log_summaries: the dataloader phase, and the summaries at each batch end (never raises)."""
+        try:
+            if name == "before_dataloader":
+                self._dataloader_ns = time.time_ns()
+            elif name == "after_dataloader" and self._dataloader_ns is not None:
+                self._summaries.add_span("dataloader", self._dataloader_ns, time.time_ns())
+                self._dataloader_ns = None
+            elif name == "batch_end" and logger is not None:
+                self._drain()
+                logger.log_metrics(self._summaries.take())
+        except Exception:  # noqa: BLE001 - summaries never stop training
+            log.exception("sysprof SystemProfiler: logging summaries failed")
 
     def close(self, state: Any, logger: Any) -> None:
         """Stop and join the sampler and the drain thread, then emit every sample still buffered."""
@@ -430,6 +466,8 @@ class SystemProfiler(Callback):
                 self._endpoint.feed(batch)
             n = len(batch)
             self._counts["rows_drained"] += n
+            if self._summaries is not None:
+                self._summaries.add(batch)
             if n:
                 ts = batch.timestamps_ns
                 mask, step = self._log.classify(ts)

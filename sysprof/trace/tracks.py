@@ -382,7 +382,7 @@ class RowTemplate:
         self.series = series
         self.n_events = len(series)
         self._pid, self._tid = pid, tid
-        self._cats = [",".join(cats) for _, cats, _, _, _ in series]
+        self._cats = [",".join(cats) or None for _, cats, _, _, _ in series]  # None: no "cat" (sysprof's layout)
         self._parts = []
         for (name, _, keys, _, _), cat in zip(series, self._cats):
             text = encode_event(counter_event(name, _TS_SENTINEL, pid, tid, {k: _VALUE_SENTINEL for k in keys}, cat))

@@ -1,0 +1,392 @@
+"""The in-process recorder behind the trainer callbacks: a :class:`sysprof.Sampler` drained into a sysprof trace by
+a background thread, with the trainer's phases as duration events and a :class:`SummaryWindow` for the logger.
+
+The trace is a ``sysprof record`` trace (the start event with its metadata, the units, the samples as counter
+tracks, the stop event with the sampler's statistics), plus one ``X`` event per phase on the training thread's
+pid/tid (category ``sysprof.phase``), so ``sysprof report`` (its verdict and ``--by``), :func:`sysprof.by_phase`
+and :func:`sysprof.read_trace` read it like a recorded one. ``.json`` (default), ``.json.gz`` or ``.pftrace``
+by the file's name. The file is flushed every second, so a process killed mid-way (SIGKILL, OOM) leaves a trace
+that every reader takes (:func:`sysprof.trace.chrome.read_trace` accepts a truncated one; ``sysprof repair``
+closes it).
+
+On the training thread: :meth:`Recorder.phase_begin` / :meth:`Recorder.phase_end` (a clock read and a dict
+update), :meth:`Recorder.summaries` at log steps (a drain and :meth:`SummaryWindow.take`). Drains, encoding and
+I/O happen on the recorder's thread every :data:`DRAIN_PERIOD` s. Nothing here raises into the caller once
+:meth:`Recorder.start` has returned; failures are logged once (logger ``sysprof.integrations``).
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import pathlib
+import platform
+import sys
+import threading
+import time
+from typing import Any, Dict, Optional, Sequence
+
+from sysprof import forks
+from sysprof.integrations.summaries import SummaryWindow
+
+__all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
+
+log = logging.getLogger("sysprof.integrations")
+
+#: sources sampled when none are named: the Sampler's defaults, the training process, PSI and the GPUs (each
+#: where this machine has it; one it lacks has no channels and says why in the start event's ``errors``)
+DEFAULT_SOURCES = ("cpu", "memory", "disk", "net", "process", "pressure", "gpu")
+#: per-source intervals (s) used unless ``intervals`` names the source (each at least the interval): CPU, the
+#: training process and the GPUs at every sample; memory, disks and NICs every 50 ms, PSI every 100 ms (its ten
+#: counters move at every read: 40 % of the trace's bytes at 10 ms). Measured (benchmarks/bench_integrations.py's
+#: machine, 2 vCPUs): the sampling thread at 10 ms costs 1.8 % of a core with every source at 10 ms, 1.2 % so
+#: (the kernel's rendering of /proc/meminfo, diskstats and net/dev is most of it)
+DEFAULT_INTERVALS = {"memory": 0.05, "disk": 0.05, "net": 0.05, "pressure": 0.1}
+#: the recorder's thread drains the sampler this often (s), and flushes the trace at least every FLUSH_PERIOD s
+DRAIN_PERIOD = 0.2
+FLUSH_PERIOD = 1.0
+#: the category of the phases' duration events
+PHASE_CATEGORY = "sysprof.phase"
+
+
+def free_path(path: "os.PathLike[str] | str") -> pathlib.Path:
+    """``path`` when nothing is there, else the first of ``stem-1.ext``, ``stem-2.ext``, ... that is free (a
+    trace never replaces a file; ``.json.gz`` stays the suffix)."""
+    path = pathlib.Path(path)
+    name = path.name
+    ext = ".json.gz" if name.lower().endswith(".json.gz") else path.suffix
+    stem = name[: len(name) - len(ext)] if ext else name
+    candidate, n = path, 0
+    while os.path.lexists(candidate):
+        n += 1
+        candidate = path.with_name(f"{stem}-{n}{ext}")
+    return candidate
+
+
+class Recorder:
+    """One recording: :meth:`start`, phases and summaries while training, :meth:`stop` (idempotent).
+
+    Args:
+        path: the trace file; an existing file is never replaced (:func:`free_path` picks the name written,
+            :attr:`path`), unless ``overwrite``.
+        interval: sampling interval (s); intervals (over :data:`DEFAULT_INTERVALS`), devices, backend: as
+            :class:`sysprof.Sampler`'s.
+        sources: source names to sample (:data:`DEFAULT_SOURCES` when None); ``per_cpu`` etc. via ``options``.
+        summaries: the :class:`SummaryWindow` fed by every drain and phase (None: no summaries).
+        framework: ``"lightning"``, ``"transformers"``: written into the start event.
+    """
+
+    def __init__(self, path, *, interval: float = 0.01, sources: Optional[Sequence[str]] = None,
+                 intervals: Optional[Dict[str, float]] = None, devices: Optional[Sequence[str]] = None,
+                 backend: str = "auto", options: Optional[Dict[str, Any]] = None,
+                 summaries: Optional[SummaryWindow] = None, overwrite: bool = False, framework: str = "",
+                 rank: int = 0) -> None:
+        self.requested_path = pathlib.Path(path)
+        self.path = self.requested_path
+        self.interval = interval
+        self.sources = tuple(DEFAULT_SOURCES if sources is None else sources)
+        self.intervals = {k: v for k, v in DEFAULT_INTERVALS.items()
+                          if k in self.sources and max(v, interval) == v}  # at least the interval itself
+        self.intervals.update(intervals or {})
+        self.devices = None if devices is None else list(devices)
+        self.backend = backend
+        self.options = dict(options or {})
+        self.window = summaries
+        self.overwrite = overwrite
+        self.framework = framework
+        self.rank = int(rank)
+        self.sampler: Any = None
+        self.writer: Any = None
+        self.builder: Any = None
+        self._rows: Any = None  # the RowTemplate of a Chrome JSON trace (the fast path), else None
+        self._pending: list = []  # batches drained at log steps, not yet written
+        self.samples = 0
+        self._lock = threading.Lock()  # drain + write: the recorder's thread or a log step
+        self._stopped = threading.Event()  # stopping or stopped
+        self._finished = threading.Event()  # the trace is closed
+        self._thread: Optional[threading.Thread] = None
+        self._open: Dict[str, tuple] = {}  # phase name -> (start ns, native tid, tentative)
+        self._done: collections.deque = collections.deque()  # (name, start_ns, end_ns, tid, args)
+        self._pid = os.getpid()
+        self._watch: Optional[tuple] = None  # (thread ident, frame id, code) of the trainer's call
+        self._failed = False
+        self.reason: Optional[str] = None
+        self.t_start_ns = 0
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker) inherits the parent's recording: it must never write or stop it."""
+        self._stopped.set()
+        self.sampler = self.writer = None
+        self._thread = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        """Recording (started, not stopping)."""
+        return self._thread is not None and not self._stopped.is_set()
+
+    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+        """Wait until a stop has closed the trace (from any thread); False on timeout."""
+        return self._finished.wait(timeout)
+
+    # ---- start ----
+    def start(self) -> None:
+        """Make the sampler and the trace, write its head, start sampling and the recorder's thread.
+
+        Raises:
+            ValueError: a bad sampler argument; OSError: the trace cannot be created.
+        """
+        from sysprof.sampling.sampler import Sampler, ring_capacity
+        from sysprof.trace.chrome import ChromeTraceWriter
+        from sysprof.trace.perfetto import writer_class_for
+        from sysprof.trace.tracks import EventBuilder, RowTemplate
+
+        flags = {name: True for name in self.sources}
+        flags.update(self.options)
+        capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.2 s: 8 s of margin
+        sampler = Sampler(interval=self.interval, capacity=capacity, backend=self.backend, intervals=self.intervals,
+                          devices=self.devices, **flags)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writer_class = writer_class_for(self.path)
+        for _ in range(100):  # a name taken between the look and the create: the next one
+            self.path = self.requested_path if self.overwrite else free_path(self.requested_path)
+            try:
+                self.writer = writer_class(self.path, overwrite=self.overwrite)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"no free trace name next to {self.requested_path}")
+        self.sampler = sampler
+        channels = tuple(sampler.channels)
+        self.builder = EventBuilder(channels, system_pid=self._pid, float_ts=self.interval < 1e-3)
+        exact = getattr(self.writer, "timestamp", None)
+        if exact is not None:  # .pftrace keeps every ns
+            self.builder.ts = exact
+        if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
+            # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
+            self._rows = RowTemplate(self.builder.layout.series, self._pid, 0, changes_only=True)
+        if self.window is not None:
+            self.window.bind(channels)
+        self.t_start_ns = time.time_ns()
+        self.writer.write_many(self._head(channels))
+        self.writer.flush()
+        sampler.start()
+        self._stopped.clear()
+        self._thread = threading.Thread(target=self._loop, name="sysprof-recorder", daemon=True)
+        self._thread.start()
+        atexit.register(self._stop_at_exit)
+
+    def _head(self, channels) -> list:
+        from sysprof import __version__
+        from sysprof.trace.schema import START_EVENT
+
+        pid, ts, sampler = self._pid, self.builder.ts, self.sampler
+        meta = {"version": __version__, "command_line": " ".join(sys.argv), "framework": self.framework,
+                "pid": pid, "recorder_pid": pid, "rank": self.rank, "interval_s": sampler.interval,
+                "intervals_s": dict(sampler.intervals), "capacity": sampler.capacity, "backend": sampler.backend,
+                "channels": list(channels), "errors": dict(sampler.errors), "host": platform.node(),
+                "kernel": platform.release(), "cpu_count": os.cpu_count(), "start_time_ns": self.t_start_ns,
+                "devices": list(sampler.device_filter.globs)}
+        return [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                 "args": {"name": f"{self.framework or 'training'} (pid {pid})"}},
+                {"name": "global_rank", "ph": "M", "pid": pid, "tid": 0, "args": {"value": self.rank}},
+                {"name": "clock_sync_timestamp_us", "ph": "M", "pid": pid, "tid": 0,
+                 "args": {"value": self.t_start_ns // 1000}},
+                {"name": START_EVENT, "ph": "i", "s": "g", "ts": ts(self.t_start_ns), "pid": pid, "tid": 0,
+                 "args": meta},
+                self.builder.units_event()]
+
+    # ---- the training thread ----
+    def phase_begin(self, name: str, t_ns: Optional[int] = None, tentative: bool = False) -> None:
+        """A phase starts now (or at ``t_ns``); a phase of that name still open is replaced. A ``tentative`` one
+        (a fetch that may not follow: the next batch's ``dataloader``) is dropped, not closed, at the stop."""
+        self._open[name] = (time.time_ns() if t_ns is None else t_ns, threading.get_native_id(), tentative)
+
+    def phase_end(self, name: str, t_ns: Optional[int] = None, **args: Any) -> None:
+        """The phase ``name`` ends now (or at ``t_ns``): one duration event, and the summaries' share. Nothing when
+        it is not open."""
+        opened = self._open.pop(name, None)
+        if opened is None:
+            return
+        end = time.time_ns() if t_ns is None else t_ns
+        self.add_span(name, opened[0], end, **args)
+
+    def add_span(self, name: str, start_ns: int, end_ns: int, **args: Any) -> None:
+        """A finished phase from ``start_ns`` to ``end_ns`` (wall-clock ns) on the calling thread."""
+        if self._stopped.is_set():
+            return
+        self._done.append((name, start_ns, end_ns, threading.get_native_id(), args))
+        if self.window is not None:
+            self.window.add_span(name, start_ns, end_ns)
+
+    def is_open(self, name: str) -> bool:
+        return name in self._open
+
+    def phase_cancel(self, name: str) -> None:
+        """Forget the open phase ``name`` (it did not happen after all)."""
+        self._open.pop(name, None)
+
+    def summaries(self) -> Dict[str, float]:
+        """The summary window that ends now (a drain first, so it holds every sample until now); {} when the
+        recorder has no window or no longer runs."""
+        if self.window is None or not self.running:
+            return {}
+        try:
+            self._drain(write=False)  # the samples until now; their encoding is left to the recorder's thread
+        except Exception as e:  # noqa: BLE001 - the summaries still cover what was drained before
+            self._fail("drain", e)
+        return self.window.take()
+
+    def watch(self, frame) -> None:
+        """Stop when ``frame`` (the trainer's ``fit``/``train`` call) has left its thread's stack: the backstop for
+        an exception or interrupt that no trainer hook reports. The recorder's thread looks every drain."""
+        if frame is not None:
+            self._watch = (threading.get_ident(), id(frame), frame.f_code)
+
+    # ---- the recorder's thread ----
+    def _loop(self) -> None:
+        last_flush = time.monotonic()
+        while not self._stopped.wait(DRAIN_PERIOD):
+            try:
+                self._drain()
+                if time.monotonic() - last_flush >= FLUSH_PERIOD:
+                    with self._lock:
+                        self._write_stats()
+                        self.writer.flush()
+                    last_flush = time.monotonic()
+            except Exception as e:  # noqa: BLE001 - e.g. the disk filled up: what was flushed stays readable
+                self._fail("write", e)
+            if self._watch is not None and not self._watched_alive():
+                self._stop_here("training call ended")
+                return
+
+    def _watched_alive(self) -> bool:
+        ident, frame_id, code = self._watch
+        frame = sys._current_frames().get(ident)
+        while frame is not None:
+            if id(frame) == frame_id and frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
+    def _drain(self, stop_ns: Optional[int] = None, write: bool = True) -> None:
+        """Drain the sampler into the summary window and the trace; ``write=False`` (a log step, on the training
+        thread) keeps the rows for the recorder's thread to encode and write at its next drain."""
+        with self._lock:
+            sampler, writer = self.sampler, self.writer
+            if sampler is None or writer is None:
+                return
+            batch = sampler.drain()
+            self.samples += len(batch)
+            if self.window is not None:
+                self.window.add(batch)
+            if not write:
+                if len(batch):
+                    self._pending.append(batch)
+                return
+            batches, self._pending = self._pending + [batch], []
+            rows = self._rows
+            for b in batches:
+                if rows is None:
+                    writer.write_many(self.builder.events(b) if len(b) else [])
+                elif len(b):
+                    rendered = rows.render(b.timestamps_ns, self.builder.layout.project(b.values))
+                    if rendered:
+                        writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
+            if stop_ns is not None:
+                if rows is None:
+                    writer.write_many(self.builder.finish())
+                else:
+                    for text, count in rows.finish():
+                        writer.write_encoded(text, count)
+            writer.write_many(self._phase_events())  # after the counters: readers sort, the format allows it
+
+    def _phase_events(self) -> list:
+        done, ts, pid, out = self._done, self.builder.ts, self._pid, []
+        while done:
+            name, start, end, tid, args = done.popleft()
+            ev = {"name": name, "cat": PHASE_CATEGORY, "ph": "X", "ts": ts(start), "dur": ts(end) - ts(start),
+                  "pid": pid, "tid": tid}
+            if args:
+                ev["args"] = args
+            out.append(ev)
+        out.sort(key=_ts)
+        return out
+
+    def _write_stats(self) -> None:
+        from sysprof.trace.schema import STATS_COUNTER
+        from sysprof.trace.tracks import counter_event
+
+        st = self.sampler.stats
+        self.writer.write(counter_event(STATS_COUNTER, self.builder.ts(time.time_ns()), self._pid, 0,
+                                        {k: st.get(k) for k in ("taken", "dropped", "missed_deadlines")}))
+
+    def _fail(self, what: str, e: BaseException) -> None:
+        if not self._failed:
+            self._failed = True
+            log.warning("sysprof: %s failed (%s: %s); the trace %s keeps what was written", what,
+                        type(e).__name__, e, self.path)
+
+    # ---- stop ----
+    def stop(self, reason: str = "end") -> None:
+        """Stop sampling, write the last rows, the phases still open but tentative ones (ended now,
+        ``args.closed``: the reason) and the stop event, close the trace. Idempotent; never raises."""
+        thread = self._thread
+        if thread is None or self._stopped.is_set():
+            return
+        self._stopped.set()
+        if thread is not threading.current_thread():
+            thread.join()
+        self._finish(reason)
+
+    def _stop_at_exit(self) -> None:
+        """atexit: a recording still running when the interpreter exits (an exception that ended the program)."""
+        self.stop("interpreter exit")
+
+    def _stop_here(self, reason: str) -> None:
+        if not self._stopped.is_set():
+            self._stopped.set()
+            self._finish(reason)
+
+    def _finish(self, reason: str) -> None:
+        from sysprof.trace.schema import STOP_EVENT
+
+        self.reason = reason
+        self._watch = None
+        atexit.unregister(self._stop_at_exit)
+        sampler, writer = self.sampler, self.writer
+        if sampler is None or writer is None:
+            self._finished.set()
+            return
+        try:
+            sampler.stop()
+            now = time.time_ns()
+            for name in list(self._open):  # open phases end with the recording
+                opened = self._open.pop(name, None)
+                if opened is not None and not opened[2]:
+                    self._done.append((name, opened[0], now, opened[1], {"closed": reason}))
+            self._drain(stop_ns=now)
+            with self._lock:
+                self._write_stats()
+                stats = dict(sampler.stats)
+                writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self.builder.ts(time.time_ns()),
+                              "pid": self._pid, "tid": 0,
+                              "args": {"stats": stats, "samples_written": self.samples, "reason": reason,
+                                       "elapsed_s": (time.time_ns() - self.t_start_ns) / 1e9,
+                                       "errors": dict(sampler.errors)}})
+        except Exception as e:  # noqa: BLE001
+            self._fail("stop", e)
+        finally:
+            try:
+                writer.close()
+            except Exception as e:  # noqa: BLE001
+                self._fail("close", e)
+            self.sampler = self.writer = None
+            self._finished.set()
+
+
+def _ts(event: dict):
+    return event["ts"]

@@ -1,0 +1,291 @@
+"""Summaries of the samples since the previous log, for the user's own logger (W&B, MLflow, TensorBoard, ...).
+
+One module for the three trainers: Composer's ``Logger`` (``SystemProfiler(log_summaries=True)``), Lightning's
+loggers and Hugging Face's ``on_log`` (the ``SysprofCallback`` of :mod:`sysprof.integrations.lightning` and
+:mod:`sysprof.integrations.transformers`). At each logging step the caller drains the sampler into the window and
+:meth:`SummaryWindow.take` returns ``{"sysprof/<name>": float}`` over the rows sampled since the previous take,
+then starts the next window.
+
+The default set (:data:`DEFAULT_SUMMARIES`; a summary whose channel the sampler does not have is left out, one
+whose window holds no finite value is NaN):
+
+=====================================  ===========================================================  ===========
+name (``sysprof/`` + ...)              what                                                         channel
+=====================================  ===========================================================  ===========
+``cpu_percent_mean``                   busy share of all CPUs, mean over the window (%)             cpu/percent
+``cpu_percent_max``                    its largest sample (%)                                       cpu/percent
+``memory_used_bytes_max``              MemTotal - MemAvailable, largest sample (bytes)              memory/used_bytes
+``io_stall_share``                     share of wall time some task stalled on I/O (PSI, 0-1)       pressure/io/some_seconds_per_second
+``dataloader_wait_share``              share of the window's wall time inside ``dataloader``        (phase spans)
+                                       phases (0-1; trainers whose phases include the fetch)
+``gpu<i>_utilization_percent_mean``    time a kernel ran, mean (%; NVML's utilisation)              gpu/<i>/utilization_percent
+``gpu<i>_memory_used_bytes_max``       device memory used, largest sample (bytes)                   gpu/<i>/memory_used_bytes
+``gpu<i>_energy_joules``               energy the GPU used during the window (J)                    gpu/<i>/energy_joules
+=====================================  ===========================================================  ===========
+
+Configuring: ``summaries=`` takes None (the defaults), False or ``[]`` (none), or a list whose items are
+:class:`Summary` objects or ``"channel:stat"`` strings, e.g. ``["cpu/percent:p95", "gpu/*/power_watts:mean",
+"phase/backward:share"]``. ``channel`` is a registry channel name or a glob with one ``*`` (one summary per
+matching channel); ``phase/<name>`` is the share of wall time inside the trainer's ``<name>`` phases. The name
+logged is the channel's with ``/`` as ``_`` (a number joins the part before it: ``gpu/0/x`` -> ``gpu0_x``), then
+``_`` and the statistic: ``cpu/percent:p95`` -> ``sysprof/cpu_percent_p95``.
+
+Statistics: ``mean``, ``min``, ``max``, ``last`` (the window's last finite sample), ``delta`` (a cumulative
+counter's growth: its last value minus its last value of the previous window, or minus the window's first where
+there is none; NaN on a decrease, a reset), ``p50``, ``p95``, ``p99`` (of the samples, through
+:func:`sysprof.report.stats.weighted_quantile`; the window keeps at most :data:`QUANTILE_ROWS` of them, the
+latest), ``share`` (phases only). Samples are equally spaced, so each row weighs the same.
+
+Cost: a running summary. Each drain (the recorder's background thread every 0.2 s, and once at each log) folds
+its rows into per-column count, sum, min, max, first and last with a few numpy reductions; a step that does not
+log costs nothing here. :meth:`take` is a few arithmetic operations per summary (plus a sort per quantile).
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "parse_summaries"]
+
+#: every name logged starts with this
+PREFIX = "sysprof/"
+#: the statistics a summary may ask for
+STATISTICS = ("mean", "min", "max", "last", "delta", "p50", "p95", "p99", "share")
+_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: quantiles are of the window's latest QUANTILE_ROWS samples at most (the others use every sample)
+QUANTILE_ROWS = 1 << 16
+#: the pseudo-channel prefix of phase shares
+PHASE = "phase/"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One summary: ``stat`` of ``channel`` (a channel name or a glob with one ``*``; ``phase/<name>`` for
+    ``share``), logged as :data:`PREFIX` + ``name`` (``{}`` in ``name``: the text the ``*`` matched), or the
+    derived name (module docstring) when ``name`` is None.
+
+    Raises:
+        ValueError: an unknown statistic, ``share`` of a channel (or another statistic of a phase), a glob with
+            more than one ``*``.
+    """
+
+    channel: str
+    stat: str
+    name: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.stat not in STATISTICS:
+            raise ValueError(f"unknown summary statistic {self.stat!r} (one of {', '.join(STATISTICS)})")
+        if (self.stat == "share") != self.channel.startswith(PHASE):
+            raise ValueError(f"summary {self.channel}:{self.stat}: 'share' is the statistic of phases "
+                             f"({PHASE}<name>) and phases have no other")
+        if self.channel.count("*") > 1 or any(c in self.channel for c in "?["):
+            raise ValueError(f"summary channel {self.channel!r}: a channel name or a glob with one '*'")
+
+    def label(self, channel: str) -> str:
+        """The name logged (without the prefix) for the concrete ``channel`` this summary matched."""
+        if self.name is not None:
+            if "{}" not in self.name:
+                return self.name
+            return self.name.replace("{}", _star(self.channel, channel))
+        return f"{_derived(channel)}_{self.stat}"
+
+
+def _derived(channel: str) -> str:
+    """``gpu/0/energy_joules`` -> ``gpu0_energy_joules``; ``cpu/percent`` -> ``cpu_percent``."""
+    return re.sub(r"/(?=\d+(/|$))", "", channel).replace("/", "_")
+
+
+#: the default set (module docstring)
+DEFAULT_SUMMARIES = (
+    Summary("cpu/percent", "mean"),
+    Summary("cpu/percent", "max"),
+    Summary("memory/used_bytes", "max"),
+    Summary("pressure/io/some_seconds_per_second", "mean", "io_stall_share"),
+    Summary("phase/dataloader", "share", "dataloader_wait_share"),
+    Summary("gpu/*/utilization_percent", "mean"),
+    Summary("gpu/*/memory_used_bytes", "max"),
+    Summary("gpu/*/energy_joules", "delta", "gpu{}_energy_joules"),
+)
+
+
+def parse_summaries(spec: Union[None, bool, Sequence[Union[str, Summary]]]) -> tuple:
+    """The :class:`Summary` tuple a ``summaries=`` argument means (module docstring).
+
+    Raises:
+        ValueError: an item that is neither a Summary nor a ``"channel:stat"`` string, or a bad summary.
+    """
+    if spec is None or spec is True:
+        return DEFAULT_SUMMARIES
+    if spec is False:
+        return ()
+    if isinstance(spec, (str, Summary)):
+        spec = [spec]
+    out = []
+    for item in spec:
+        if isinstance(item, Summary):
+            out.append(item)
+            continue
+        if not isinstance(item, str) or ":" not in item:
+            raise ValueError(f"summaries: {item!r} is neither a sysprof Summary nor a 'channel:stat' string "
+                             f"(e.g. 'cpu/percent:p95')")
+        channel, _, stat = item.rpartition(":")
+        out.append(Summary(channel, stat))
+    return tuple(out)
+
+
+class SummaryWindow:
+    """The running summary of one recording: :meth:`bind` it to the sampler's channels, :meth:`add` every
+    drained batch and :meth:`add_span` every phase, :meth:`take` at each log. Thread-safe (one lock)."""
+
+    def __init__(self, summaries: Union[None, bool, Sequence[Union[str, Summary]]] = None,
+                 prefix: str = PREFIX) -> None:
+        self.summaries = parse_summaries(summaries)
+        self.prefix = prefix
+        self.phases = frozenset(s.channel[len(PHASE):] for s in self.summaries if s.stat == "share")
+        self._lock = threading.Lock()
+        self._plan: List[tuple] = []  # (logged name, column index or phase name, stat)
+        self._cols = np.zeros(0, dtype=np.intp)
+        self._quantile_cols: List[int] = []
+        self._spans: list = []
+        self._window_start_ns = time.time_ns()
+        self._reset(first=True)
+
+    # ---- set-up ----
+    def bind(self, channels: Iterable[str]) -> None:
+        """Resolve the summaries against the sampler's ``channels`` (in column order); starts a new window."""
+        channels = list(channels)
+        plan, cols = [], []
+        for s in self.summaries:
+            if s.stat == "share":
+                plan.append((self.prefix + s.label(s.channel), s.channel[len(PHASE):], "share"))
+                continue
+            for ch in channels:
+                if ch == s.channel or ("*" in s.channel and fnmatch.fnmatchcase(ch, s.channel)
+                                       and "/" not in _star(s.channel, ch)):
+                    if ch not in cols:
+                        cols.append(ch)
+                    plan.append((self.prefix + s.label(ch), cols.index(ch), s.stat))
+        index = {ch: i for i, ch in enumerate(channels)}
+        with self._lock:
+            self._cols = np.asarray([index[ch] for ch in cols], dtype=np.intp)
+            self._plan = plan
+            self._quantile_cols = sorted({c for _, c, st in plan if st in _QUANTILES})
+            self._reset(first=True)
+            self._window_start_ns = time.time_ns()
+
+    @property
+    def names(self) -> List[str]:
+        """The names :meth:`take` returns (after :meth:`bind`)."""
+        return [name for name, _, _ in self._plan]
+
+    def _reset(self, first: bool) -> None:
+        k = len(self._cols)
+        nan = np.full(k, np.nan)
+        self._count = np.zeros(k)
+        self._sum = np.zeros(k)
+        self._min = np.full(k, np.inf)
+        self._max = np.full(k, -np.inf)
+        self._first = nan.copy()
+        if first:
+            self._last = nan.copy()  # carried over windows: the base of the next window's delta
+        self._base = self._last.copy()
+        self._quantile_rows: list = []
+        self._quantile_n = 0
+
+    # ---- feeding ----
+    def add(self, batch) -> None:
+        """Fold a drained :class:`sysprof.Batch` into the window (its NaN are unknown: left out)."""
+        if not len(batch) or not len(self._cols):
+            return
+        with self._lock:
+            v = batch.values[:, self._cols]
+            ok = np.isfinite(v)
+            n = ok.sum(axis=0)
+            if not n.any():
+                return
+            self._count += n
+            self._sum += np.where(ok, v, 0.0).sum(axis=0)
+            self._min = np.fmin(self._min, np.where(ok, v, np.inf).min(axis=0))
+            self._max = np.fmax(self._max, np.where(ok, v, -np.inf).max(axis=0))
+            has = n > 0
+            first_idx = ok.argmax(axis=0)
+            last_idx = v.shape[0] - 1 - ok[::-1].argmax(axis=0)
+            cols = np.arange(v.shape[1])
+            new_first = has & ~np.isfinite(self._first)
+            self._first[new_first] = v[first_idx, cols][new_first]
+            self._last[has] = v[last_idx, cols][has]
+            if self._quantile_cols:
+                self._quantile_rows.append(v[:, self._quantile_cols])
+                self._quantile_n += v.shape[0]
+                while self._quantile_n - self._quantile_rows[0].shape[0] >= QUANTILE_ROWS:
+                    self._quantile_n -= self._quantile_rows.pop(0).shape[0]
+
+    def add_span(self, name: str, start_ns: int, end_ns: int) -> None:
+        """A phase from ``start_ns`` to ``end_ns`` (wall-clock ns); kept only when a ``share`` asks for it."""
+        if name in self.phases:
+            self._spans.append((name, start_ns, end_ns))
+
+    # ---- logging ----
+    def take(self, now_ns: Optional[int] = None) -> Dict[str, float]:
+        """``{name: value}`` of the window that ends now (``now_ns``, wall-clock ns), and a new window begins.
+        NaN: the window had no finite sample of that channel (no phase time is 0.0, not NaN)."""
+        now = time.time_ns() if now_ns is None else int(now_ns)
+        with self._lock:
+            start, self._window_start_ns = self._window_start_ns, now
+            spans, self._spans = self._spans, []
+            out = {}
+            quantiles = self._quantiles()
+            for name, col, stat in self._plan:
+                out[name] = self._value(col, stat, start, now, spans, quantiles)
+            self._reset(first=False)
+        return out
+
+    def _quantiles(self) -> dict:
+        if not self._quantile_rows:
+            return {}
+        from sysprof.report.stats import weighted_quantile
+
+        rows = np.concatenate(self._quantile_rows, axis=0)
+        out = {}
+        for j, col in enumerate(self._quantile_cols):
+            values = rows[:, j]
+            for stat, q in _QUANTILES.items():
+                value = weighted_quantile(values, np.ones_like(values), q)
+                out[(col, stat)] = math.nan if value is None else value
+        return out
+
+    def _value(self, col, stat, start, now, spans, quantiles) -> float:
+        if stat == "share":
+            if now <= start:
+                return math.nan
+            inside = sum(max(0, min(e, now) - max(s, start)) for n, s, e in spans if n == col)
+            return min(1.0, inside / (now - start))
+        if not self._count[col]:
+            return math.nan
+        if stat == "mean":
+            return float(min(max(self._sum[col] / self._count[col], self._min[col]), self._max[col]))
+        if stat == "min":
+            return float(self._min[col])
+        if stat == "max":
+            return float(self._max[col])
+        if stat == "last":
+            return float(self._last[col])
+        if stat == "delta":
+            base = self._base[col] if math.isfinite(self._base[col]) else self._first[col]
+            d = float(self._last[col] - base)
+            return d if d >= 0 else math.nan
+        return quantiles.get((col, stat), math.nan)
+
+
+def _star(pattern: str, channel: str) -> str:
+    """The text the one ``*`` of ``pattern`` matched in ``channel``."""
+    head, _, tail = pattern.partition("*")
+    return channel[len(head):len(channel) - len(tail)]
