@@ -19,6 +19,7 @@ name (``sysprof/`` + ...)              what                                     
 ``dataloader_wait_share``              share of the window's wall time inside ``dataloader``        (phase spans)
                                        phases (0-1; trainers whose phases include the fetch)
 ``gpu<i>_utilization_percent_mean``    time a kernel ran, mean (%; NVML's utilisation)              gpu/<i>/utilization_percent
+``gpu<i>_sm_active_percent_mean``     SMs busy, mean (%; GPM, Hopper and newer: absent elsewhere)  gpu/<i>/sm_active_percent
 ``gpu<i>_memory_used_bytes_max``       device memory used, largest sample (bytes)                   gpu/<i>/memory_used_bytes
 ``gpu<i>_energy_joules``               energy the GPU used during the window (J)                    gpu/<i>/energy_joules
 =====================================  ===========================================================  ===========
@@ -111,6 +112,7 @@ DEFAULT_SUMMARIES = (
     Summary("pressure/io/some_seconds_per_second", "mean", "io_stall_share"),
     Summary("phase/dataloader", "share", "dataloader_wait_share"),
     Summary("gpu/*/utilization_percent", "mean"),
+    Summary("gpu/*/sm_active_percent", "mean"),
     Summary("gpu/*/memory_used_bytes", "max"),
     Summary("gpu/*/energy_joules", "delta", "gpu{}_energy_joules"),
 )
