@@ -161,6 +161,9 @@ def test_latest_alongside_drain(tmp_path):
     _, s = fixture_sampler(tmp_path)
     got = []
     with s:
+        # Until someone asks, the thread publishes a row only every 10 ms; wait_next() asks, and returns once
+        # a row is published after that: from then on every row is.
+        assert s.wait_next(5.0) is not None
         for _ in range(20):
             got += list(rows_of(s.drain()).values())
             r = s.latest()

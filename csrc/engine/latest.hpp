@@ -3,7 +3,7 @@
 // a newer one comes. The writer never blocks, never allocates and makes no syscall unless someone waits.
 //
 // Layout: two slots, each a seqlock over 64-bit words [row number, wall ns, value bits...]. The writer
-// fills the slot the last published row is not in, then publishes its number in `published_`. A reader
+// fills the slot the last published row is not in, then publishes its number and slot in `published_`. A reader
 // copies the slot of the newest row; it collides with the writer only if the writer has lapped it (begun
 // a second row since the reader loaded `published_`), and then it retries on the newer row. So a reader
 // never waits on a writer that was preempted mid-row: the other slot is complete.
@@ -52,36 +52,40 @@ class Latest {
   }
   size_t width() const { return width_; }
 
-  // Writer only (one thread at a time). Wait-free; a syscall only when a waiter sleeps.
-  void publish(int64_t wall_ns, const double* row) noexcept {
-    uint64_t n = published_.load(std::memory_order_relaxed) + 1;
-    Slot& s = slots_[n & 1];
-    uint64_t q = s.seq.load(std::memory_order_relaxed);
-    s.seq.store(q + 1, std::memory_order_relaxed);  // odd: being written
-    std::atomic<uint64_t>* w = s.words.get();  // locals: atomics make the compiler reload members
-    w[0].store(n, std::memory_order_release);
-    w[1].store(uint64_t(wall_ns), std::memory_order_release);
-    for (size_t i = 0, end = width_; i < end; ++i) {
-      uint64_t bits;
-      std::memcpy(&bits, &row[i], sizeof bits);
-      w[kHead + i].store(bits, std::memory_order_release);
-    }
-    s.seq.store(q + 2, std::memory_order_release);
-    published_.store(n, std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) != 0) wake_all();
+  // Writer only (one thread at a time). Wait-free; a syscall only when a waiter sleeps. Publishes the next
+  // row number (1, 2, ...).
+  void publish(int64_t wall_ns, const double* row) noexcept { write(++rows_, wall_ns, row); }
+
+  // The sampling thread's call, once per row taken: every row is numbered, and copied (published) when a
+  // reader or waiter has ever asked (read() or wait()), when `force` (a run's first and last rows), or when
+  // the last copy is kIdleCopyNs old. So until someone asks, the copy costs ~1/10 of the rows at 1 kHz, and
+  // the first read finds a row at most kIdleCopyNs (+ one interval) old; from then on every row.
+  void offer(int64_t mono_ns, int64_t wall_ns, const double* row, bool force) noexcept {
+    uint64_t n = ++rows_;
+    if (!force && !wanted_.load(std::memory_order_relaxed) && mono_ns - copied_ns_ < kIdleCopyNs) return;
+    copied_ns_ = mono_ns;
+    write(n, wall_ns, row);
+  }
+  static constexpr int64_t kIdleCopyNs = 10000000;  // 10 ms
+  // The end of a run: the newest row numbered (wall_ns, row: its time and values) is published if offer()
+  // left it out, so after stop() latest() is the last row taken.
+  void settle(int64_t wall_ns, const double* row) noexcept {
+    if (rows_ != written_) write(rows_, wall_ns, row);
   }
 
   // The number of the newest row (1 for the first published; 0 before any).
-  uint64_t count() const { return published_.load(std::memory_order_seq_cst); }
+  uint64_t count() const { return published_.load(std::memory_order_seq_cst) >> 1; }
 
   // Copies the newest row: its number (0, and nothing copied, before the first), wall time and values
   // (width doubles to `out`, which needs no alignment).
   uint64_t read(int64_t& wall_ns, void* out) const noexcept {
     char* dst = static_cast<char*>(out);
+    want();
     for (;;) {
-      uint64_t n = published_.load(std::memory_order_acquire);
-      if (n == 0) return 0;
-      const Slot& s = slots_[n & 1];
+      uint64_t p = published_.load(std::memory_order_acquire);  // (row number << 1) | its slot
+      if (p == 0) return 0;
+      uint64_t n = p >> 1;
+      const Slot& s = slots_[p & 1];
       uint64_t q0 = s.seq.load(std::memory_order_acquire);
       if (q0 & 1) continue;  // lapped: the writer is on this slot again; the other one is complete
       const std::atomic<uint64_t>* w = s.words.get();
@@ -108,6 +112,7 @@ class Latest {
   template <class Open>
   Wait wait(uint64_t after, int64_t timeout_ns, Open open) {
     auto start = std::chrono::steady_clock::now();
+    want();
     for (;;) {
       if (!open()) return Wait::stopped;
       if (count() > after) return Wait::row;
@@ -158,15 +163,45 @@ class Latest {
   }
   static constexpr int64_t kPollNs = 200000;
 
+  // Fills the slot the newest row is not in with row n, then publishes n and that slot.
+  void write(uint64_t n, int64_t wall_ns, const double* row) noexcept {
+    uint64_t slot = writes_++ & 1;
+    written_ = n;
+    Slot& s = slots_[slot];
+    uint64_t q = s.seq.load(std::memory_order_relaxed);
+    s.seq.store(q + 1, std::memory_order_relaxed);  // odd: being written
+    std::atomic<uint64_t>* w = s.words.get();  // locals: atomics make the compiler reload members
+    w[0].store(n, std::memory_order_release);
+    w[1].store(uint64_t(wall_ns), std::memory_order_release);
+    for (size_t i = 0, end = width_; i < end; ++i) {
+      uint64_t bits;
+      std::memcpy(&bits, &row[i], sizeof bits);
+      w[kHead + i].store(bits, std::memory_order_release);
+    }
+    s.seq.store(q + 2, std::memory_order_release);
+    published_.store((n << 1) | slot, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) != 0) wake_all();
+  }
+  // A reader or waiter asks for rows: from now on the writer copies every row (offer()).
+  void want() const noexcept {
+    if (!wanted_.load(std::memory_order_relaxed)) wanted_.store(true, std::memory_order_relaxed);
+  }
+
   struct Slot {
     std::atomic<uint64_t> seq{0};
     std::unique_ptr<std::atomic<uint64_t>[]> words;
   };
   const size_t width_;
   Slot slots_[2];
-  alignas(64) std::atomic<uint64_t> published_{0};
+  alignas(64) std::atomic<uint64_t> published_{0};  // (newest row number << 1) | its slot; 0: none yet
   alignas(64) std::atomic<uint32_t> waiters_{0};
   std::atomic<uint32_t> wake_{0};
+  mutable std::atomic<bool> wanted_{false};
+  // The writer's own (never read elsewhere): rows numbered, slots written, when the last copy was made.
+  alignas(64) uint64_t rows_ = 0;
+  uint64_t written_ = 0;  // the number of the last row written
+  uint64_t writes_ = 0;
+  int64_t copied_ns_ = INT64_MIN / 2;
 };
 
 }  // namespace sysprof

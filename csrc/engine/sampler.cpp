@@ -413,7 +413,7 @@ void Sampler::run(Core& c) {
   const int64_t interval = c.cfg.interval_ns;
   // The first deadline is now: a row at start, whose rates cover the time since construction (or
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
-  int64_t next = mono_now_ns(), last = 0;
+  int64_t next = mono_now_ns(), last = 0, last_wall = 0;
   uint64_t tick = 0;  // deadline number since start (skipped deadlines counted): the sources' due grid
   for (;;) {
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
@@ -423,7 +423,8 @@ void Sampler::run(Core& c) {
     int64_t wall = wall_now_ns();
     c.collector.sample(t0, c.row.data(), stopping ? Collector::kEvery : tick);
     c.ring.push(wall, c.row.data());
-    c.latest.publish(wall, c.row.data());
+    c.latest.offer(t0, wall, c.row.data(), stopping || tick == 0);
+    last_wall = wall;
     int64_t t1 = mono_now_ns();
     c.cost.record(uint64_t(t1 - t0));
     last = t0;
@@ -437,6 +438,7 @@ void Sampler::run(Core& c) {
       tick += uint64_t(skipped);
     }
   }
+  c.latest.settle(last_wall, c.row.data());  // the last row taken, if offer() left it out: latest() after stop
 }
 
 }  // namespace sysprof

@@ -492,8 +492,10 @@ class Sampler:
 
         For code that wants "now" in a tight loop: the native backend copies the row the thread last
         published (a seqlock, csrc/engine/latest.hpp): no syscall, no lock, no drain, never waiting on the
-        thread, and independent of ``drain()`` (the row stays in the ring for it). After ``stop()`` it
-        stays the last row taken. None in a forked child for an inherited
+        thread, and independent of ``drain()`` (the row stays in the ring for it). Until the first
+        ``latest()`` or ``wait_next()`` call the thread publishes a row only every 10 ms (and a run's first and
+        last rows), so the first call may return a row up to 10 ms (+ one interval) old, with its own ``seq``;
+        from then on every row. After ``stop()`` it stays the last row taken. None in a forked child for an inherited
         Sampler (its rows are the parent's), as ``drain()`` returns no rows there.
         """
         return self._latest_reader()  # each backend answers None when inherited: no check on this hot path
