@@ -34,6 +34,8 @@ Sections (issue 6):
     smaps        /proc/<pid>/smaps_rollup per read against /proc/<pid>/stat, small and large processes
     prometheus   /metrics scrape latency with ~200 channels, the endpoint's fold, the sampler's cost with it
     gpu          the GPU source per device per reading on the fake NVML (the reader thread's CPU, the tick's copy)
+    integrations the Lightning and Hugging Face callbacks' added step time at 10 ms (the frameworks venv; built on
+                 first use, so it is left out of --quick unless named with --only)
 
 Every figure carries its n and spread (median, p99, IQR, min/max). Ratios are taken within one run, with the
 compared measurements interleaved, because these machines are noisy: absolute times are only a guide.
@@ -75,13 +77,16 @@ from bench_pftrace import bench_pftrace, print_pftrace  # noqa: E402
 from bench_smaps import bench_smaps, print_smaps  # noqa: E402
 from bench_prometheus import bench_prometheus, print_prometheus  # noqa: E402
 from bench_gpu import bench_gpu, print_gpu  # noqa: E402
+from bench_integrations import bench_integrations, print_integrations  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
             "cold", "density", "mark", "phases", "frames", "pftrace", "smaps",
-            "prometheus", "gpu")
-QUICK_LEAVES_OUT = ("cold",)  # compiles csrc/ and runs under valgrind: minutes; run it with --only cold
+            "prometheus", "gpu", "integrations")
+# cold compiles csrc/ and runs under valgrind; integrations trains in the frameworks venv (built on first use):
+# minutes each; run them with --only
+QUICK_LEAVES_OUT = ("cold", "integrations")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -96,15 +101,15 @@ def config(quick: bool) -> Dict[str, Any]:
                 "marker": (20_000, 1), "kstat": (3000, 2),
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
-                "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5)}
+                "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30)}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3), "kstat": (20_000, 4),
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
-            "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (3.0, 3, 5),
-            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0)}
+            "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
+            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": (7, 80)}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -166,7 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
                 "writer": print_writer, "kstat": print_kstat, "latest": print_latest, "cold": print_cold,
                 "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
-                "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus, "gpu": print_gpu}
+                "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus, "gpu": print_gpu, "integrations": print_integrations}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -193,7 +198,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "pftrace": lambda: bench_pftrace(cfg, sysprof),
                    "smaps": lambda: bench_smaps(cfg["smaps"]),
                    "prometheus": lambda: bench_prometheus(cfg, sysprof),
-                   "gpu": lambda: bench_gpu(cfg, sysprof)}
+                   "gpu": lambda: bench_gpu(cfg, sysprof),
+                   "integrations": lambda: bench_integrations(cfg, sysprof)}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]
         if ("memory" in order or "writer" in order) and "timing" not in order:

@@ -16,7 +16,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
-            "density", "mark", "phases", "frames", "pftrace", "smaps", "prometheus", "gpu")  # "cold" only with --only (it compiles)
+            "density", "mark", "phases", "frames", "pftrace", "smaps", "prometheus", "gpu")  # "cold", "integrations" only with --only (minutes)
 
 
 @pytest.fixture(scope="module")
