@@ -35,6 +35,7 @@ Composer's merger (which shifts a rank by ``sync(lowest rank) - sync(rank)``) an
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import platform
@@ -219,10 +220,25 @@ def trace_metadata(sync_us: int, bound_us: int) -> Dict[str, dict]:
     return out
 
 
-def _wait(store: Any, key: str, timeout_s: float) -> bytes:
-    """``store.get(key)`` once ``key`` exists, waiting at most ``timeout_s`` (raises on timeout)."""
-    store.wait([key], timedelta(seconds=timeout_s))
-    return store.get(key)
+_WAIT_SLICE_S = 0.1  # the longest one store call blocks: stop() (and interpreter exit) waits at most about this
+
+
+def _wait(store: Any, key: str, timeout_s: float, stop: Optional[threading.Event] = None) -> bytes:
+    """``store.get(key)`` once ``key`` exists, waiting at most ``timeout_s`` (raises on timeout), in ``store.wait``
+    calls of at most ``_WAIT_SLICE_S``, so a set ``stop`` ends the wait within one slice (raising): no thread is
+    left inside a store call when the interpreter exits (torch aborts the process then). A call that fails faster
+    than half a slice is no timeout (a store gone): raised at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        t0 = time.monotonic()
+        try:
+            store.wait([key], timedelta(seconds=max(0.01, min(_WAIT_SLICE_S, left))))
+            return store.get(key)
+        except Exception:
+            if (stop is not None and stop.is_set()) or left <= _WAIT_SLICE_S \
+                    or time.monotonic() - t0 < _WAIT_SLICE_S / 2:
+                raise
 
 
 class ClockSync:
@@ -241,7 +257,8 @@ class ClockSync:
 
     Rank 0 answers every other rank's exchanges (its estimate is offset 0, uncertainty 0). :meth:`start` returns at
     once; a failing store (a rank gone, the job ending) ends the thread quietly. Nothing here runs on the caller's
-    thread but :meth:`start` and :meth:`stop` (which does not wait for a blocked store call).
+    thread but :meth:`start` and :meth:`stop` (which waits up to 1 s for the thread to leave its store call; a wait
+    is sliced into calls of 0.1 s, and the process's exit stops the thread first).
     """
 
     def __init__(self, store: Any = None, rank: Optional[int] = None, world_size: Optional[int] = None, *,
@@ -283,13 +300,18 @@ class ClockSync:
         _current = self
         self._thread = threading.Thread(target=self._run, name=f"sysprof-clock-{self.rank}", daemon=True)
         self._thread.start()
+        atexit.register(self.stop)  # before finalization: the thread out of any store call
         return self
 
     def stop(self) -> None:
+        """Ends the thread: it leaves a store call within ``_WAIT_SLICE_S``, which this waits for (at most 1 s)."""
         global _current
         self._stop.set()
         if _current is self:
             _current = None
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(1.0)
 
     def wait_first(self, timeout_s: float) -> Optional[ClockEstimate]:
         """The estimate, waiting up to ``timeout_s`` for the first round when it runs."""
@@ -337,7 +359,7 @@ class ClockSync:
                 if self._stop.is_set():
                     return
                 try:
-                    _wait(self.store, f"q/{k}/{r}/{i}", self.timeout_s)
+                    _wait(self.store, f"q/{k}/{r}/{i}", self.timeout_s, self._stop)
                 except Exception:  # noqa: BLE001 - that rank is late or gone: the next one
                     break
                 store.set(f"a/{k}/{r}/{i}", str(self.clock()))
@@ -347,11 +369,11 @@ class ClockSync:
         store = self.store
         best = None
         try:
-            epoch_us = self.epoch_us = int(_wait(store, "epoch", self.timeout_s))
+            epoch_us = self.epoch_us = int(_wait(store, "epoch", self.timeout_s, self._stop))
             for i in range(self.samples):
                 t1 = self.clock()
                 store.set(f"q/{k}/{self.rank}/{i}", b"1")
-                t0 = int(_wait(store, f"a/{k}/{self.rank}/{i}", self.timeout_s))
+                t0 = int(_wait(store, f"a/{k}/{self.rank}/{i}", self.timeout_s, self._stop))
                 t2 = self.clock()
                 if best is None or t2 - t1 < best[0]:
                     best = (t2 - t1, t0 - (t1 + t2) / 2)

@@ -210,7 +210,23 @@ def test_timedelta_is_what_wait_gets():
 
     s = S()
     s.set("k", "1")
-    assert distributed._wait(s, "k", 2.0) == b"1" and seen == [timedelta(seconds=2.0)]
+    # torch's Store.wait takes a timedelta; one call blocks at most a slice (stop() and exit wait that long)
+    assert distributed._wait(s, "k", 2.0) == b"1" and seen == [timedelta(seconds=distributed._WAIT_SLICE_S)]
+
+
+def test_stop_ends_a_thread_blocked_in_a_store_wait():
+    """Rank 1 waits for rank 0's epoch, which never comes: stop() ends its thread within a slice, not the 60 s
+    timeout, so no thread is inside a store call when the interpreter exits (torch would abort the process)."""
+    class Never(FakeStore):
+        def wait(self, keys, timeout):
+            time.sleep(timeout.total_seconds())  # a store whose key never comes: each call times out
+            raise RuntimeError("Wait timeout")
+
+    sync = ClockSync(Never(), rank=1, world_size=2, timeout_s=60).start()
+    assert sync._thread.is_alive()
+    sync.stop()
+    sync._thread.join(30)  # (stop() itself waits at most 1 s)
+    assert not sync._thread.is_alive() and sync.estimate is None
 
 
 def test_trace_metadata_epoch_before_the_first_round(monkeypatch):
