@@ -48,34 +48,29 @@ CYCLE_ACTIVE_BATCHES = 100  # the cyclic paths' active batches per cycle: window
 GOAL_BYTES = 20.0
 
 
-def _counter_bytes(paths) -> int:
+def _event_bytes(paths) -> Dict[str, int]:
+    """The files' event text (each file read once), in bytes: ``counter_bytes`` (every counter event),
+    ``marker_bytes`` (the training loop's own spans and instants: ``step`` here, Composer's ``event/*`` in its
+    trainer, one pair per batch or event whatever the sampling; sysprof's own instants count as the trace's) and
+    ``fixed_bytes`` (what each file pays whatever its length: its metadata events and the counter events of its
+    first and last timestamps, as a file starts with every value and ends repeating the tracks its last row did
+    not write)."""
     from sysprof.trace.chrome import encode_event, read_trace
 
-    return sum(len(encode_event(e)) + 2 for p in paths for e in read_trace(p) if e.get("ph") == "C")
-
-
-def _fixed_bytes(paths) -> int:
-    """Bytes each file pays whatever its length: its metadata events, and the counter events of its first and last
-    timestamps (a file starts with every value and ends repeating the tracks its last row did not write)."""
-    from sysprof.trace.chrome import encode_event, read_trace
-
-    total = 0
+    out = {"counter_bytes": 0, "marker_bytes": 0, "fixed_bytes": 0}
     for p in paths:
         events = read_trace(p)
         ts = [e["ts"] for e in events if e.get("ph") == "C"]
         ends = (min(ts), max(ts)) if ts else ()
-        total += sum(len(encode_event(e)) + 2 for e in events
-                     if e.get("ph") == "M" or (e.get("ph") == "C" and e["ts"] in ends))
-    return total
-
-
-def _loop_marker_bytes(paths) -> int:
-    """Bytes of the training loop's own spans and instants (``step`` here, Composer's ``event/*`` in its trainer: one
-    pair per batch or event, whatever the sampling); sysprof's own instants are counted as the trace's."""
-    from sysprof.trace.chrome import encode_event, read_trace
-
-    return sum(len(encode_event(e)) + 2 for p in paths for e in read_trace(p)
-               if e.get("ph") in ("B", "E", "X", "i", "I") and not str(e.get("name", "")).startswith("sysprof"))
+        for e in events:
+            ph, n = e.get("ph"), len(encode_event(e)) + 2
+            if ph == "C":
+                out["counter_bytes"] += n
+            elif ph in ("B", "E", "X", "i", "I") and not str(e.get("name", "")).startswith("sysprof"):
+                out["marker_bytes"] += n
+            if ph == "M" or (ph == "C" and e["ts"] in ends):
+                out["fixed_bytes"] += n
+    return out
 
 
 def _record_trial(interval: float, seconds: float, tmp: str) -> Dict[str, Any]:
@@ -87,7 +82,8 @@ def _record_trial(interval: float, seconds: float, tmp: str) -> Dict[str, Any]:
 
     stop = [e for e in read_trace(out) if e.get("name") == "sysprof stop"]
     samples = int(stop[0]["args"]["samples_written"]) if stop else 0
-    return {"bytes": os.path.getsize(out), "samples": samples, "counter_bytes": _counter_bytes([out]), "files": 1}
+    return {"bytes": os.path.getsize(out), "samples": samples, "counter_bytes": _event_bytes([out])["counter_bytes"],
+            "files": 1}
 
 
 def _profile_trial(sysprof, interval: float, seconds: float, tmp: str, cyclic: bool, changes_only: bool):
@@ -113,8 +109,7 @@ def _profile_trial(sysprof, interval: float, seconds: float, tmp: str, cyclic: b
         stats = dict(sysp.stats)
     paths = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.startswith("ep")]
     res = {"bytes": sum(os.path.getsize(p) for p in paths), "samples": int(stats["rows_recorded"]),
-           "counter_bytes": _counter_bytes(paths), "marker_bytes": _loop_marker_bytes(paths), "files": len(paths),
-           "fixed_bytes": _fixed_bytes(paths)}
+           "files": len(paths), **_event_bytes(paths)}
     if not changes_only:
         res["density_percent"] = _window_density(paths, interval)
     return res
@@ -188,7 +183,7 @@ def _composer_trial(interval: float, tmp: str, changes_only: bool) -> Dict[str, 
                 spans.append([t // 1000, t_next // 1000])
     density = [100.0 * sum(lo <= t < hi for t in cpu) / ((hi - lo) / 1e6 / interval) for lo, hi in spans if hi > lo]
     return {"bytes": sum(os.path.getsize(p) for p in paths), "samples": int(stats["rows_recorded"]),
-            "counter_bytes": _counter_bytes(paths), "marker_bytes": _loop_marker_bytes(paths), "files": len(paths),
+            "files": len(paths), **{k: v for k, v in _event_bytes(paths).items() if k != "fixed_bytes"},
             "density_percent": [] if changes_only else density}
 
 
