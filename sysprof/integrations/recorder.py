@@ -9,9 +9,12 @@ by the file's name. The file is flushed every second, so a process killed mid-wa
 that every reader takes (:func:`sysprof.trace.chrome.read_trace` accepts a truncated one; ``sysprof repair``
 closes it).
 
-On the training thread: :meth:`Recorder.phase_begin` / :meth:`Recorder.phase_end` (a clock read and a dict
-update), :meth:`Recorder.summaries` at log steps (a drain and :meth:`SummaryWindow.take`). Drains, encoding and
-I/O happen on the recorder's thread every :data:`DRAIN_PERIOD` s. Nothing here raises into the caller once
+On the training thread: the phase calls (:class:`~sysprof.integrations.phase_log.PhaseLog`'s: a clock read and an
+append each), and :meth:`Recorder.summaries` at log steps: the summaries the recorder's thread left ready at its
+latest drain (the window then ends there, at most :data:`DRAIN_PERIOD` and 10 % of the window before the log; what
+came after goes into the next window), or, for a log more often than every 2 s, a drain and
+:meth:`SummaryWindow.take` there. Drains, pairing the phases, folding the summaries, encoding and I/O
+happen on the recorder's thread every :data:`DRAIN_PERIOD` s. Nothing here raises into the caller once
 :meth:`Recorder.start` has returned; failures are logged once (logger ``sysprof.integrations``).
 """
 from __future__ import annotations
@@ -28,6 +31,7 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from sysprof import forks
+from sysprof.integrations.phase_log import PhaseLog
 from sysprof.integrations.summaries import SummaryWindow
 
 __all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
@@ -100,14 +104,20 @@ class Recorder:
         self.writer: Any = None
         self.builder: Any = None
         self._rows: Any = None  # the RowTemplate of a Chrome JSON trace (the fast path), else None
-        self._pending: list = []  # batches drained at log steps, not yet written
+        self._pending: collections.deque = collections.deque()  # (batch, spans) collected, not yet written
         self.samples = 0
-        self._lock = threading.Lock()  # drain + write: the recorder's thread or a log step
+        self._lock = threading.Lock()  # collecting (drain, phases, window): the recorder's thread or a log step
+        self._write_lock = threading.Lock()  # writing the trace: the recorder's thread or the stop
         self._stopped = threading.Event()  # stopping or stopped
         self._finished = threading.Event()  # the trace is closed
         self._thread: Optional[threading.Thread] = None
-        self._open: Dict[str, tuple] = {}  # phase name -> (start ns, native tid, tentative)
-        self._done: collections.deque = collections.deque()  # (name, start_ns, end_ns, tid, args)
+        # the phases: the hooks append (one clock read, one append), the recorder's thread pairs them
+        self.phases = PhaseLog()
+        self.phase_begin = self.phases.begin
+        self.phase_end = self.phases.end
+        self.phase_cancel = self.phases.cancel
+        self.phase_restart = self.phases.restart
+        self.add_span = self.phases.span
         self._pid = os.getpid()
         self._watch: Optional[tuple] = None  # (thread ident, frame id, code) of the trainer's call
         self._failed = False
@@ -121,6 +131,7 @@ class Recorder:
         self.sampler = self.writer = None
         self._thread = None
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -200,42 +211,20 @@ class Recorder:
                 self.builder.units_event()]
 
     # ---- the training thread ----
-    def phase_begin(self, name: str, t_ns: Optional[int] = None, tentative: bool = False) -> None:
-        """A phase starts now (or at ``t_ns``); a phase of that name still open is replaced. A ``tentative`` one
-        (a fetch that may not follow: the next batch's ``dataloader``) is dropped, not closed, at the stop."""
-        self._open[name] = (time.time_ns() if t_ns is None else t_ns, threading.get_native_id(), tentative)
-
-    def phase_end(self, name: str, t_ns: Optional[int] = None, **args: Any) -> None:
-        """The phase ``name`` ends now (or at ``t_ns``): one duration event, and the summaries' share. Nothing when
-        it is not open."""
-        opened = self._open.pop(name, None)
-        if opened is None:
-            return
-        end = time.time_ns() if t_ns is None else t_ns
-        self.add_span(name, opened[0], end, **args)
-
-    def add_span(self, name: str, start_ns: int, end_ns: int, **args: Any) -> None:
-        """A finished phase from ``start_ns`` to ``end_ns`` (wall-clock ns) on the calling thread."""
-        if self._stopped.is_set():
-            return
-        self._done.append((name, start_ns, end_ns, threading.get_native_id(), args))
-        if self.window is not None:
-            self.window.add_span(name, start_ns, end_ns)
-
-    def is_open(self, name: str) -> bool:
-        return name in self._open
-
-    def phase_cancel(self, name: str) -> None:
-        """Forget the open phase ``name`` (it did not happen after all)."""
-        self._open.pop(name, None)
+    # phase_begin(name, t_ns=None, tentative=False), phase_end(name, t_ns=None, **args), phase_cancel(name),
+    # phase_restart(name, t_ns=None) and add_span(name, start_ns, end_ns, **args) are the PhaseLog's
+    # (sysprof/integrations/phase_log.py: its rules; each a clock read and an append on the calling thread)
 
     def summaries(self) -> Dict[str, float]:
         """The summary window that ends now (a drain first, so it holds every sample until now); {} when the
         recorder has no window or no longer runs."""
         if self.window is None or not self.running:
             return {}
+        ready = self.window.take_ready()
+        if ready is not None:  # the window as of the recorder's latest drain (at most DRAIN_PERIOD ago)
+            return ready
         try:
-            self._drain(write=False)  # the samples until now; their encoding is left to the recorder's thread
+            self._collect(snapshot=False)  # none since the previous log: the samples until now, here
         except Exception as e:  # noqa: BLE001 - the summaries still cover what was drained before
             self._fail("drain", e)
         return self.window.take()
@@ -253,7 +242,7 @@ class Recorder:
             try:
                 self._drain()
                 if time.monotonic() - last_flush >= FLUSH_PERIOD:
-                    with self._lock:
+                    with self._write_lock:
                         self._write_stats()
                         self.writer.flush()
                     last_flush = time.monotonic()
@@ -272,42 +261,55 @@ class Recorder:
             frame = frame.f_back
         return False
 
-    def _drain(self, stop_ns: Optional[int] = None, write: bool = True) -> None:
-        """Drain the sampler into the summary window and the trace; ``write=False`` (a log step, on the training
-        thread) keeps the rows for the recorder's thread to encode and write at its next drain."""
+    def _collect(self, snapshot: bool = True, stop: Optional[tuple] = None) -> None:
+        """Drain the sampler, pair the phases, fold both into the summary window (and, from the recorder's thread,
+        leave the window's summaries ready for the next log: ``snapshot``); the rows and spans wait in
+        ``_pending`` for :meth:`_write`. ``stop``: (ns, reason), the last collection (open phases closed)."""
         with self._lock:
-            sampler, writer = self.sampler, self.writer
-            if sampler is None or writer is None:
+            sampler = self.sampler
+            if sampler is None:
                 return
+            spans = self.phases.collect() if stop is None else self.phases.close(*stop)
             batch = sampler.drain()
             self.samples += len(batch)
-            if self.window is not None:
-                self.window.add(batch)
-            if not write:
-                if len(batch):
-                    self._pending.append(batch)
+            window = self.window
+            if window is not None:
+                for name, start, end, _, _ in spans:
+                    window.add_span(name, start, end)
+                window.add(batch, snapshot_ns=time.time_ns() if snapshot else None)
+            if len(batch) or spans:
+                self._pending.append((batch, spans))
+
+    def _drain(self, stop: Optional[tuple] = None) -> None:
+        """Collect, then write what was collected (the recorder's thread, and the stop)."""
+        self._collect(stop=stop)
+        self._write(last=stop is not None)
+
+    def _write(self, last: bool = False) -> None:
+        with self._write_lock:
+            writer, rows, pending = self.writer, self._rows, self._pending
+            if writer is None:
                 return
-            batches, self._pending = self._pending + [batch], []
-            rows = self._rows
-            for b in batches:
+            while pending:
+                batch, spans = pending.popleft()
                 if rows is None:
-                    writer.write_many(self.builder.events(b) if len(b) else [])
-                elif len(b):
-                    rendered = rows.render(b.timestamps_ns, self.builder.layout.project(b.values))
+                    writer.write_many(self.builder.events(batch) if len(batch) else [])
+                elif len(batch):
+                    rendered = rows.render(batch.timestamps_ns, self.builder.layout.project(batch.values))
                     if rendered:
                         writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
-            if stop_ns is not None:
+                if spans:  # after the counters: readers sort, the format allows it
+                    writer.write_many(self._phase_events(spans))
+            if last:
                 if rows is None:
                     writer.write_many(self.builder.finish())
                 else:
                     for text, count in rows.finish():
                         writer.write_encoded(text, count)
-            writer.write_many(self._phase_events())  # after the counters: readers sort, the format allows it
 
-    def _phase_events(self) -> list:
-        done, ts, pid, out = self._done, self.builder.ts, self._pid, []
-        while done:
-            name, start, end, tid, args = done.popleft()
+    def _phase_events(self, spans) -> list:
+        ts, pid, out = self.builder.ts, self._pid, []
+        for name, start, end, tid, args in spans:
             ev = {"name": name, "cat": PHASE_CATEGORY, "ph": "X", "ts": ts(start), "dur": ts(end) - ts(start),
                   "pid": pid, "tid": tid}
             if args:
@@ -363,13 +365,8 @@ class Recorder:
             return
         try:
             sampler.stop()
-            now = time.time_ns()
-            for name in list(self._open):  # open phases end with the recording
-                opened = self._open.pop(name, None)
-                if opened is not None and not opened[2]:
-                    self._done.append((name, opened[0], now, opened[1], {"closed": reason}))
-            self._drain(stop_ns=now)
-            with self._lock:
+            self._drain(stop=(time.time_ns(), reason))  # phases still open end with the recording
+            with self._write_lock:
                 self._write_stats()
                 stats = dict(sampler.stats)
                 writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self.builder.ts(time.time_ns()),

@@ -37,9 +37,13 @@ there is none; NaN on a decrease, a reset), ``p50``, ``p95``, ``p99`` (of the sa
 :func:`sysprof.report.stats.weighted_quantile`; the window keeps at most :data:`QUANTILE_ROWS` of them, the
 latest), ``share`` (phases only). Samples are equally spaced, so each row weighs the same.
 
-Cost: a running summary. Each drain (the recorder's background thread every 0.2 s, and once at each log) folds
-its rows into per-column count, sum, min, max, first and last with a few numpy reductions; a step that does not
-log costs nothing here. :meth:`take` is a few arithmetic operations per summary (plus a sort per quantile).
+Cost: a running summary. Each drain folds its rows into per-column count, sum, min, max, first and last with a
+few numpy reductions; a step that does not log costs nothing here. :meth:`take` is a few arithmetic operations per
+summary (plus a sort per quantile). The trainer callbacks do even that off the training thread: the recorder's
+thread folds every 0.2 s and leaves the summaries as of then ready (``add(batch, snapshot_ns=...)``); a log step
+takes them (:meth:`take_ready`: a lock and a swap), and its window ends at that drain, at most 0.2 s and 10 % of
+the window before the log; the rows after it go into the next window, so none is lost or counted twice. A log
+more often (every 2 s or less) folds the rows since the drain itself, and its window ends at the log.
 """
 from __future__ import annotations
 
@@ -53,7 +57,8 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "parse_summaries"]
+__all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "READY_LAG_SHARE",
+           "parse_summaries"]
 
 #: every name logged starts with this
 PREFIX = "sysprof/"
@@ -62,6 +67,9 @@ STATISTICS = ("mean", "min", "max", "last", "delta", "p50", "p95", "p99", "share
 _QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 #: quantiles are of the window's latest QUANTILE_ROWS samples at most (the others use every sample)
 QUANTILE_ROWS = 1 << 16
+#: a window may end at the latest snapshot (:meth:`SummaryWindow.take_ready`) when that is at most this share of
+#: the window before the log: 0.2 s before a log of a 2 s window or longer
+READY_LAG_SHARE = 0.1
 #: the pseudo-channel prefix of phase shares
 PHASE = "phase/"
 
@@ -158,6 +166,8 @@ class SummaryWindow:
         self._quantile_cols: List[int] = []
         self._spans: list = []
         self._window_start_ns = time.time_ns()
+        self._ready: Optional[tuple] = None  # (summaries, end ns) of the window as of the latest snapshot
+        self._reset_due = False  # a take_ready() ended the window: reset before the next fold
         self._reset(first=True)
 
     # ---- set-up ----
@@ -203,37 +213,46 @@ class SummaryWindow:
         self._quantile_n = 0
 
     # ---- feeding ----
-    def add(self, batch) -> None:
-        """Fold a drained :class:`sysprof.Batch` into the window (its NaN are unknown: left out)."""
-        if not len(batch) or not len(self._cols):
-            return
+    def add(self, batch, snapshot_ns: Optional[int] = None) -> None:
+        """Fold a drained :class:`sysprof.Batch` into the window (its NaN are unknown: left out); with
+        ``snapshot_ns``, then compute the window's summaries as of then, for :meth:`take_ready` (one lock hold)."""
         with self._lock:
-            v = batch.values[:, self._cols]
-            ok = np.isfinite(v)
-            n = ok.sum(axis=0)
-            if not n.any():
-                return
-            self._count += n
-            self._sum += np.where(ok, v, 0.0).sum(axis=0)
-            self._min = np.fmin(self._min, np.where(ok, v, np.inf).min(axis=0))
-            self._max = np.fmax(self._max, np.where(ok, v, -np.inf).max(axis=0))
-            has = n > 0
-            first_idx = ok.argmax(axis=0)
-            last_idx = v.shape[0] - 1 - ok[::-1].argmax(axis=0)
-            cols = np.arange(v.shape[1])
-            new_first = has & ~np.isfinite(self._first)
-            self._first[new_first] = v[first_idx, cols][new_first]
-            self._last[has] = v[last_idx, cols][has]
-            if self._quantile_cols:
-                self._quantile_rows.append(v[:, self._quantile_cols])
-                self._quantile_n += v.shape[0]
-                while self._quantile_n - self._quantile_rows[0].shape[0] >= QUANTILE_ROWS:
-                    self._quantile_n -= self._quantile_rows.pop(0).shape[0]
+            if self._reset_due:
+                self._reset_due = False
+                self._reset(first=False)
+            if len(batch) and len(self._cols):
+                self._fold(batch)
+            if snapshot_ns is not None:
+                self._ready = (self._values(self._window_start_ns, snapshot_ns, self._spans), snapshot_ns)
+
+    def _fold(self, batch) -> None:
+        v = batch.values[:, self._cols]
+        ok = np.isfinite(v)
+        n = ok.sum(axis=0)
+        if not n.any():
+            return
+        self._count += n
+        self._sum += np.where(ok, v, 0.0).sum(axis=0)
+        self._min = np.fmin(self._min, np.where(ok, v, np.inf).min(axis=0))
+        self._max = np.fmax(self._max, np.where(ok, v, -np.inf).max(axis=0))
+        has = n > 0
+        first_idx = ok.argmax(axis=0)
+        last_idx = v.shape[0] - 1 - ok[::-1].argmax(axis=0)
+        cols = np.arange(v.shape[1])
+        new_first = has & ~np.isfinite(self._first)
+        self._first[new_first] = v[first_idx, cols][new_first]
+        self._last[has] = v[last_idx, cols][has]
+        if self._quantile_cols:
+            self._quantile_rows.append(v[:, self._quantile_cols])
+            self._quantile_n += v.shape[0]
+            while self._quantile_n - self._quantile_rows[0].shape[0] >= QUANTILE_ROWS:
+                self._quantile_n -= self._quantile_rows.pop(0).shape[0]
 
     def add_span(self, name: str, start_ns: int, end_ns: int) -> None:
         """A phase from ``start_ns`` to ``end_ns`` (wall-clock ns); kept only when a ``share`` asks for it."""
         if name in self.phases:
-            self._spans.append((name, start_ns, end_ns))
+            with self._lock:
+                self._spans.append((name, start_ns, end_ns))
 
     # ---- logging ----
     def take(self, now_ns: Optional[int] = None) -> Dict[str, float]:
@@ -241,14 +260,36 @@ class SummaryWindow:
         NaN: the window had no finite sample of that channel (no phase time is 0.0, not NaN)."""
         now = time.time_ns() if now_ns is None else int(now_ns)
         with self._lock:
-            start, self._window_start_ns = self._window_start_ns, now
-            spans, self._spans = self._spans, []
-            out = {}
-            quantiles = self._quantiles()
-            for name, col, stat in self._plan:
-                out[name] = self._value(col, stat, start, now, spans, quantiles)
+            if self._reset_due:
+                self._reset_due = False
+                self._reset(first=False)
+            out = self._values(self._window_start_ns, now, self._spans)
+            self._end_window(now)
             self._reset(first=False)
         return out
+
+    def take_ready(self, now_ns: Optional[int] = None) -> Optional[Dict[str, float]]:
+        """The summaries of the latest ``add(..., snapshot_ns=T)``, the window then ending at T (the folding is
+        left for the next :meth:`add`): a lock, no arithmetic. None (take nothing) when none came since the previous
+        take, or when T is more than :data:`READY_LAG_SHARE` of the window before ``now_ns`` (default now): a log
+        every few hundred ms is summarised up to the log, by :meth:`take`."""
+        now = time.time_ns() if now_ns is None else int(now_ns)
+        with self._lock:
+            ready = self._ready
+            if ready is None or now - ready[1] > READY_LAG_SHARE * (now - self._window_start_ns):
+                return None
+            self._end_window(ready[1])
+            self._reset_due = True
+            return ready[0]
+
+    def _end_window(self, end_ns: int) -> None:
+        self._window_start_ns = end_ns
+        self._ready = None
+        self._spans = [s for s in self._spans if s[2] > end_ns]  # a span across the end: its rest is the next's
+
+    def _values(self, start: int, now: int, spans: list) -> Dict[str, float]:
+        quantiles = self._quantiles()
+        return {name: self._value(col, stat, start, now, spans, quantiles) for name, col, stat in self._plan}
 
     def _quantiles(self) -> dict:
         if not self._quantile_rows:

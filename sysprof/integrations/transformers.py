@@ -162,6 +162,5 @@ class SysprofCallback(_TrainerCallback):
             return
         if self.log_summaries and isinstance(logs, dict) and rec.window is not None:
             logs.update(rec.summaries())
-        if rec.is_open("dataloader"):
-            rec.phase_begin("dataloader", time.time_ns(), tentative=True)  # the log's own time is no fetch
+        rec.phase_restart("dataloader")  # the log's own time is no fetch
         self._last_ns = time.time_ns()

@@ -433,21 +433,25 @@ class RowTemplate:
         self._last_us = t_all[-1]
         out = []
         append = out.append
-        for r in np.flatnonzero(mask.any(axis=1)).tolist():
-            row, t_us = values[r].tolist(), t_all[r]
+        rows_at, tracks_at = np.nonzero(mask)  # one pass for the whole batch: (row, track) of each event, by row
+        tracks_at = tracks_at.tolist()
+        rows, starts = np.unique(rows_at, return_index=True)
+        ends = starts[1:].tolist() + [len(tracks_at)]
+        all_rows = values.tolist()
+        for r, a, b in zip(rows.tolist(), starts.tolist(), ends):
+            row, t_us = all_rows[r], t_all[r]
             if finite[r]:
                 if full[r]:
                     known[:] = [True] * n
                     append((template.replace("\x00", str(t_us)) % tuple(row), n))
                     continue
                 texts = []
-                for g in np.flatnonzero(mask[r]).tolist():
+                for g in tracks_at[a:b]:
                     known[g] = True
                     lo, hi = series[g][3], series[g][4]
                     texts.append(parts[g].replace("\x00", str(t_us)) % tuple(row[lo:hi]))
             else:
-                texts = [text for g in np.flatnonzero(mask[r]).tolist()
-                         for text in (self._encode(g, t_us, row),) if text is not None]
+                texts = [text for g in tracks_at[a:b] for text in (self._encode(g, t_us, row),) if text is not None]
             if texts:
                 append((",\n".join(texts), len(texts)))
         return out
