@@ -2,17 +2,21 @@
 
 A child in the frameworks venv (tests/recipes/frameworks-venv.sh, built on first use; the sysprof this process
 imports goes first on its path) trains an MLP (256-1024-1024-10, batch 128, one torch thread, tensors made
-up front) on the CPU, once with Lightning and once with the Hugging Face Trainer, in interleaved pairs of runs:
-without the callback and with ``SysprofCallback(interval=0.01)`` (default sources and summaries, logging every 10
-steps), the order alternating pair by pair, after one warm-up run of each. A step's time is the time between two
-consecutive step-start hooks (Lightning's ``on_train_batch_start``, HF's ``on_step_begin``) of a timing callback;
-each run gives its median, each pair ``added = (with - without) / without`` in percent. Also timed: the time spent
-inside the callback's step hooks per step (each hook wrapped by a perf_counter_ns pair, wall and thread CPU: the
-wall includes waits for the GIL the recorder's thread holds), in its start and stop hooks per run, and the CPU of
-sysprof's threads (the native sampler's and the recorder's, /proc/self/task/<tid>/stat, over the middle half of
-each run) as a share of one core. On a machine whose cores are all busy the wall figure is mostly the scheduler's
-(each extra thread's wake-up can cost the training thread its slice); the CPU figures are the work done. The goal is ``added`` <= 1 %; on a shared machine
-the pairs' spread (IQR) says how far the median can be trusted.
+up front) on the CPU, with Lightning and with the Hugging Face Trainer, in interleaved triples of runs after one
+warm-up run of each kind: the baseline ``A`` twice and ``SysprofCallback(interval=0.01)`` (default sources and
+summaries, logging every 10 steps) once, in the orders A B A, B A A, A A B pair by pair. The baseline carries a
+callback with the same hooks, empty, so both pay the trainer's dispatch and the timing below alike. A step's time
+is the time between two consecutive step-start hooks (Lightning's ``on_train_batch_start``, HF's ``on_step_begin``)
+of a timing callback; each run gives its median, each triple ``added = (B - A) / A`` in percent against the
+neighbouring A, and ``A vs A`` (the two baselines' difference) is the machine's own noise at that size.
+
+Also measured per run, over the middle half of its steps: the time inside the callback's step hooks per step
+(each hook wrapped by a perf_counter_ns pair, wall and thread CPU; the baseline's empty hooks subtracted), the
+training thread's run delay per step (``/proc/self/task/<tid>/schedstat``, time runnable but kept off a CPU: the
+direct interference of sysprof's threads), and the CPU of sysprof's threads (the native sampler's and the
+recorder's) as a share of one core; and the start and stop hooks' time per run. On a machine whose cores are all
+busy the wall figure is mostly the scheduler's; the CPU figures are the work done. The goal is ``added`` <= 1 %;
+the IQRs and ``A vs A`` say how far the medians can be trusted.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from typing import Any, Dict
 
 from bench_util import REPO, dist, fmt, table
 
-DEFAULT = (7, 80)  # pairs, steps per run
+DEFAULT = (9, 100)  # triples, steps per run
 QUICK = (2, 30)
 
 _CHILD = r'''
@@ -52,15 +56,26 @@ def sysprof_threads_cpu_s():
             pass
     return total / TICK
 
+def run_delay_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[1])
+
 def mark_step(starts, probes):
     starts.append(pc())
-    if len(starts) in (steps // 4, steps - 1):  # the threads' CPU over the steady middle of the run
-        probes.append((pc(), sysprof_threads_cpu_s()))
+    if len(starts) in (steps // 4, 3 * steps // 4):  # the steady middle of the run
+        probes.append((pc(), sysprof_threads_cpu_s(), run_delay_ns(), list(hook_ns)))
 RUN_HOOKS = ("on_fit_start", "on_fit_end", "teardown", "on_exception", "on_train_begin", "on_train_end")
 
+def hook_names(cls):
+    return [n for n in vars(cls) if n.startswith("on_") or n == "teardown"]
+
+def noop_like(base, cls):
+    """A callback class with the hooks of ``cls``, empty: the baseline's."""
+    return type("Noop", (base,), {n: (lambda self, *a, **k: None) for n in hook_names(cls)})
+
 def timed_hooks(cls):
-    """Wrap every hook of a SysprofCallback class: the time inside them goes to hook_ns."""
-    for name in [n for n in vars(cls) if n.startswith("on_") or n == "teardown"]:
+    """Wrap every hook of a callback class: the time inside them goes to hook_ns."""
+    for name in hook_names(cls):
         f, slot = getattr(cls, name), int(name in RUN_HOOKS)
         def wrap(f=f, slot=slot):
             def w(*a, **k):
@@ -98,7 +113,7 @@ def lightning_run(with_cb):
             return loss
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
-    cbs = [Timing()] + ([SysprofCallback(interval=0.01)] if with_cb else [])
+    cbs = [Timing(), SysprofCallback(interval=0.01) if with_cb else LNoop()]
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=128)
     tmp = tempfile.mkdtemp()
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, log_every_n_steps=10, enable_progress_bar=False,
@@ -128,33 +143,39 @@ def transformers_run(with_cb):
     args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps, per_device_train_batch_size=128,
                              logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
                              dataloader_num_workers=0)
-    cbs = [Timing()] + ([SysprofCallback(interval=0.01)] if with_cb else [])
+    cbs = [Timing(), SysprofCallback(interval=0.01) if with_cb else HNoop()]
     Trainer(model=M(), args=args, train_dataset=D(), callbacks=cbs).train()
     return starts, probes
 
 out = {}
+ORDERS = (("A", "B", "A"), ("B", "A", "A"), ("A", "A", "B"))
 for fw in which:
     run = lightning_run if fw == "lightning" else transformers_run
     if fw == "lightning":
+        import lightning.pytorch as pl
         from sysprof.integrations import lightning as mod
+        LNoop = noop_like(pl.Callback, mod.SysprofCallback)
+        timed_hooks(LNoop)
     else:
+        from transformers import TrainerCallback
         from sysprof.integrations import transformers as mod
+        HNoop = noop_like(TrainerCallback, mod.SysprofCallback)
+        timed_hooks(HNoop)
     timed_hooks(mod.SysprofCallback)
     run(False), run(True)  # warm-up
-    res = {"off": [], "on": [], "hook_ns_per_step": [], "hook_cpu_ns_per_step": [], "run_hooks_ns": [],
-           "threads_cpu_share": []}
+    res = {"triples": []}
     for p in range(pairs):
-        for with_cb in ((False, True) if p % 2 == 0 else (True, False)):
+        triple = []
+        for kind in ORDERS[p % 3]:
             hook_ns[:] = [0, 0, 0]
-            starts, probes = run(with_cb)
+            starts, probes = run(kind == "B")
             d = sorted(b - a for a, b in zip(starts[2:], starts[3:]))  # the first steps warm up
-            res["on" if with_cb else "off"].append(d[len(d) // 2])
-            if with_cb:
-                res["hook_ns_per_step"].append(hook_ns[0] / max(1, len(starts)))
-                res["hook_cpu_ns_per_step"].append(hook_ns[2] / max(1, len(starts)))
-                res["run_hooks_ns"].append(hook_ns[1])
-                (t0, c0), (t1, c1) = probes
-                res["threads_cpu_share"].append((c1 - c0) / ((t1 - t0) / 1e9))
+            (t0, c0, r0, h0), (t1, c1, r1, h1) = probes
+            n_mid = 3 * steps // 4 - steps // 4
+            triple.append({"kind": kind, "step_ns": d[len(d) // 2], "hook_ns_per_step": (h1[0] - h0[0]) / n_mid,
+                           "hook_cpu_ns_per_step": (h1[2] - h0[2]) / n_mid, "run_delay_ns_per_step": (r1 - r0) / n_mid,
+                           "threads_cpu_share": (c1 - c0) / ((t1 - t0) / 1e9), "run_hooks_ns": hook_ns[1]})
+        res["triples"].append(triple)
     out[fw] = res
 print(json.dumps(out))
 '''
@@ -185,16 +206,31 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
     if r.returncode != 0:
         raise RuntimeError(f"bench_integrations' child failed: {r.stderr.strip()[-3000:]}")
     raw = json.loads(r.stdout.strip().splitlines()[-1])
-    out: Dict[str, Any] = {"pairs": pairs, "steps": steps, "interval_s": 0.01}
+    out: Dict[str, Any] = {"triples": pairs, "steps": steps, "interval_s": 0.01}
     for fw, res in raw.items():
-        added = [100.0 * (on - off) / off for on, off in zip(res["on"], res["off"])]
-        out[fw] = {"step_ms_without": dist([v / 1e6 for v in res["off"]], "ms"),
-                   "step_ms_with": dist([v / 1e6 for v in res["on"]], "ms"),
-                   "added_percent": dist(added, "%"),
-                   "hooks_us_per_step": dist([v / 1e3 for v in res["hook_ns_per_step"]], "us"),
-                   "hooks_cpu_us_per_step": dist([v / 1e3 for v in res["hook_cpu_ns_per_step"]], "us"),
-                   "threads_cpu_percent": dist([100 * v for v in res["threads_cpu_share"]], "% of a core"),
-                   "start_stop_ms": dist([v / 1e6 for v in res["run_hooks_ns"]], "ms")}
+        added, noise, on, off, hooks, cpu, delay, threads, run_hooks = [], [], [], [], [], [], [], [], []
+        for triple in res["triples"]:
+            b = next(i for i, r in enumerate(triple) if r["kind"] == "B")
+            a_runs = [r for r in triple if r["kind"] == "A"]
+            neighbour = triple[1] if b != 1 else triple[0]  # the A next to B
+            rb = triple[b]
+            added.append(100.0 * (rb["step_ns"] - neighbour["step_ns"]) / neighbour["step_ns"])
+            noise.append(100.0 * (a_runs[1]["step_ns"] - a_runs[0]["step_ns"]) / a_runs[0]["step_ns"])
+            base_hooks = sum(r["hook_ns_per_step"] for r in a_runs) / 2
+            base_cpu = sum(r["hook_cpu_ns_per_step"] for r in a_runs) / 2
+            base_delay = sum(r["run_delay_ns_per_step"] for r in a_runs) / 2
+            on.append(rb["step_ns"] / 1e6)
+            off.extend(r["step_ns"] / 1e6 for r in a_runs)
+            hooks.append((rb["hook_ns_per_step"] - base_hooks) / 1e3)
+            cpu.append((rb["hook_cpu_ns_per_step"] - base_cpu) / 1e3)
+            delay.append((rb["run_delay_ns_per_step"] - base_delay) / 1e3)
+            threads.append(100 * rb["threads_cpu_share"])
+            run_hooks.append(rb["run_hooks_ns"] / 1e6)
+        out[fw] = {"step_ms_without": dist(off, "ms"), "step_ms_with": dist(on, "ms"),
+                   "added_percent": dist(added, "%"), "a_vs_a_percent": dist(noise, "%"),
+                   "hooks_us_per_step": dist(hooks, "us"), "hooks_cpu_us_per_step": dist(cpu, "us"),
+                   "run_delay_us_per_step": dist(delay, "us"),
+                   "threads_cpu_percent": dist(threads, "% of a core"), "start_stop_ms": dist(run_hooks, "ms")}
     return out
 
 
@@ -206,19 +242,23 @@ def print_integrations(res: Dict[str, Any]) -> str:
         d = res.get(fw)
         if not d:
             continue
-        a, h, c = d["added_percent"], d["hooks_us_per_step"], d["hooks_cpu_us_per_step"]
+        a, z, h, c, r = (d[k] for k in ("added_percent", "a_vs_a_percent", "hooks_us_per_step",
+                                         "hooks_cpu_us_per_step", "run_delay_us_per_step"))
         step_us = 1e3 * (d["step_ms_without"]["median"] or float("nan"))
-        cpu = 100 * c["median"] / step_us + d["threads_cpu_percent"]["median"]
         rows.append([fw, a["n"], fmt(d["step_ms_without"]["median"]), fmt(d["step_ms_with"]["median"]),
-                     f"{fmt(a['median'])} %", f"{fmt(a['p25'])} .. {fmt(a['p75'])} %", fmt(h["median"]),
-                     fmt(c["median"]), f"{fmt(d['threads_cpu_percent']['median'])} %", f"{fmt(cpu)} %",
-                     fmt(d["start_stop_ms"]["median"])])
+                     f"{fmt(a['median'])} % [{fmt(a['p25'])} .. {fmt(a['p75'])}]",
+                     f"{fmt(z['median'])} % [{fmt(z['p25'])} .. {fmt(z['p75'])}]",
+                     f"{fmt(h['median'])} ({fmt(100 * h['median'] / step_us)} %)", fmt(c["median"]),
+                     f"{fmt(r['median'])} ({fmt(100 * r['median'] / step_us)} %)",
+                     f"{fmt(d['threads_cpu_percent']['median'])} %", fmt(d["start_stop_ms"]["median"])])
     head = (f"SysprofCallback's added step time, sampling every {res['interval_s'] * 1e3:g} ms "
-            f"({res['steps']} steps per run, interleaved pairs; goal <= 1 %)\n\n")
-    return head + table(["trainer", "pairs", "step ms without", "step ms with", "added wall (median)", "IQR",
-                         "step hooks us/step wall", "CPU", "sysprof threads CPU", "CPU added", "start + stop ms"],
-                        rows) + ("\n\nCPU added: the hooks' CPU per step over the step time, plus sysprof's threads' "
-                                 "CPU as a share of one core (the model trains on one torch thread).")
+            f"({res['steps']} steps per run, {res['triples']} interleaved A/B/A triples; goal <= 1 %)\n\n")
+    return head + table(["trainer", "n", "step ms A", "step ms B", "added wall, median [IQR]", "A vs A [IQR]",
+                         "step hooks us/step (share)", "hooks CPU us/step", "run delay added us/step (share)",
+                         "sysprof threads CPU", "start + stop ms"], rows) + (
+        "\n\nB: with SysprofCallback; A: an empty callback with the same hooks. Hooks and run delay: B's minus "
+        "A's, over the middle half of each run. sysprof's threads run beside the training thread (one torch "
+        "thread): their CPU is paid by whatever shares their core.")
 
 
 if __name__ == "__main__":

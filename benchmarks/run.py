@@ -109,7 +109,7 @@ def config(quick: bool) -> Dict[str, Any]:
             "marker": (100_000, 3), "kstat": (20_000, 4),
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
-            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": (7, 80)}
+            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": (9, 100)}
 
 
 def _busy_ticks() -> Optional[tuple]:

@@ -13,7 +13,7 @@ depend on either. The callback derives from the one that imports (``lightning.py
 
 * **Recording**: from ``on_fit_start`` to ``on_fit_end``; ``on_exception`` (any exception, KeyboardInterrupt
   included) stops it too, with the exception's name as the stop event's ``reason``; should neither come, the
-  recording stops once ``Trainer.fit`` has left the stack (checked every 0.2 s) or at interpreter exit. Options,
+  recording stops once ``Trainer.fit`` has left the stack (checked every 0.5 s) or at interpreter exit. Options,
   ranks and the default file (``trainer.log_dir``, else ``default_root_dir``): :class:`Session`.
 * **Phases** (``X`` events on the training thread): ``train_batch`` (``on_train_batch_start`` to
   ``on_train_batch_end``), ``backward`` (``on_before_backward`` to ``on_after_backward``), ``optimizer_step``
@@ -42,9 +42,23 @@ except ImportError:  # pragma: no cover - the older package name
     except ImportError:
         raise ImportError("sysprof.integrations.lightning needs PyTorch Lightning: pip install lightning") from None
 
+from sysprof.integrations.phase_log import steps
 from sysprof.integrations.session import Session, guarded, outermost_frame
 
 __all__ = ["SysprofCallback"]
+
+time_ns = time.time_ns
+# what each hook does to the phases (module docstring), as PhaseLog steps
+_FETCH = steps(("tentative", "dataloader"))
+_BATCH = steps(("end", "dataloader"), ("begin", "train_batch"))
+_BACKWARD = steps(("begin", "backward"))
+_BACKWARD_END = steps(("end", "backward"))
+_OPTIMIZER = steps(("begin", "optimizer_step"))
+_BATCH_END = steps(("end", "optimizer_step"), ("end", "train_batch"), ("tentative", "dataloader"))
+_RESTART_FETCH = steps(("restart", "dataloader"))
+_VALIDATION = steps(("cancel", "dataloader"), ("begin", "validation"))  # the gap before a validation is no fetch
+_VALIDATION_END = steps(("end", "validation"))
+_VALIDATION_END_TRAINING = steps(("end", "validation"), ("tentative", "dataloader"))
 
 
 def _logs_this_step(trainer) -> bool:
@@ -87,10 +101,6 @@ class SysprofCallback(_pl.Callback):
         """The file this rank wrote (or writes) its trace into; None when it records nothing."""
         return self.session.last_path
 
-    @property
-    def _rec(self):
-        return self.session.recorder
-
     # ---- the run ----
     @guarded
     def on_fit_start(self, trainer, pl_module) -> None:
@@ -112,66 +122,53 @@ class SysprofCallback(_pl.Callback):
         if stage == "fit":
             self.session.stop("end")
 
-    # ---- phases ----
-    @guarded
+    # ---- phases: each hook one clock read and one append (PhaseLog.push), nothing that can raise ----
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_begin("dataloader", tentative=True)
+            rec.phases.push((_FETCH, time_ns()))
 
-    @guarded
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            now = time.time_ns()
-            rec.phase_end("dataloader", now)
-            rec.phase_begin("train_batch", now)
+            rec.phases.push((_BATCH, time_ns()))
 
-    @guarded
     def on_before_backward(self, trainer, pl_module, loss) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_begin("backward")
+            rec.phases.push((_BACKWARD, time_ns()))
 
-    @guarded
     def on_after_backward(self, trainer, pl_module) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_end("backward")
+            rec.phases.push((_BACKWARD_END, time_ns()))
 
-    @guarded
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_begin("optimizer_step")
+            rec.phases.push((_OPTIMIZER, time_ns()))
 
     @guarded
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is None:
             return
-        now = time.time_ns()
-        rec.phase_end("optimizer_step", now)
-        rec.phase_end("train_batch", now)
+        rec.phases.push((_BATCH_END, time_ns()))
         if self.log_summaries and rec.window is not None and _logs_this_step(trainer):
             values = rec.summaries()
             if values:
                 step = _logging_step(trainer)
                 for logger in trainer.loggers:
                     logger.log_metrics(values, step=step)
-        rec.phase_begin("dataloader", tentative=True)
+            rec.phases.push((_RESTART_FETCH, time_ns()))  # the log's own time is no fetch
 
-    @guarded
     def on_validation_start(self, trainer, pl_module) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_cancel("dataloader")  # the gap before a validation is no fetch
-            rec.phase_begin("validation")
+            rec.phases.push((_VALIDATION, time_ns()))
 
     @guarded
     def on_validation_end(self, trainer, pl_module) -> None:
-        rec = self._rec
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_end("validation")
-            if trainer.training:
-                rec.phase_begin("dataloader", tentative=True)
+            rec.phases.push((_VALIDATION_END_TRAINING if trainer.training else _VALIDATION_END, time_ns()))

@@ -12,7 +12,7 @@ closes it).
 On the training thread: the phase calls (:class:`~sysprof.integrations.phase_log.PhaseLog`'s: a clock read and an
 append each), and :meth:`Recorder.summaries` at log steps: the summaries the recorder's thread left ready at its
 latest drain (the window then ends there, at most :data:`DRAIN_PERIOD` and 10 % of the window before the log; what
-came after goes into the next window), or, for a log more often than every 2 s, a drain and
+came after goes into the next window), or, for a log more often than every 5 s, a drain and
 :meth:`SummaryWindow.take` there. Drains, pairing the phases, folding the summaries, encoding and I/O
 happen on the recorder's thread every :data:`DRAIN_PERIOD` s. Nothing here raises into the caller once
 :meth:`Recorder.start` has returned; failures are logged once (logger ``sysprof.integrations``).
@@ -48,7 +48,7 @@ DEFAULT_SOURCES = ("cpu", "memory", "disk", "net", "process", "pressure", "gpu")
 #: (the kernel's rendering of /proc/meminfo, diskstats and net/dev is most of it)
 DEFAULT_INTERVALS = {"memory": 0.05, "disk": 0.05, "net": 0.05, "pressure": 0.1}
 #: the recorder's thread drains the sampler this often (s), and flushes the trace at least every FLUSH_PERIOD s
-DRAIN_PERIOD = 0.2
+DRAIN_PERIOD = 0.5
 FLUSH_PERIOD = 1.0
 #: the category of the phases' duration events
 PHASE_CATEGORY = "sysprof.phase"
@@ -156,7 +156,7 @@ class Recorder:
 
         flags = {name: True for name in self.sources}
         flags.update(self.options)
-        capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.2 s: 8 s of margin
+        capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.5 s: 8 s of margin
         sampler = Sampler(interval=self.interval, capacity=capacity, backend=self.backend, intervals=self.intervals,
                           devices=self.devices, **flags)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,10 +40,10 @@ latest), ``share`` (phases only). Samples are equally spaced, so each row weighs
 Cost: a running summary. Each drain folds its rows into per-column count, sum, min, max, first and last with a
 few numpy reductions; a step that does not log costs nothing here. :meth:`take` is a few arithmetic operations per
 summary (plus a sort per quantile). The trainer callbacks do even that off the training thread: the recorder's
-thread folds every 0.2 s and leaves the summaries as of then ready (``add(batch, snapshot_ns=...)``); a log step
-takes them (:meth:`take_ready`: a lock and a swap), and its window ends at that drain, at most 0.2 s and 10 % of
+thread folds every 0.5 s and leaves the summaries as of then ready (``add(batch, snapshot_ns=...)``); a log step
+takes them (:meth:`take_ready`: a lock and a swap), and its window ends at that drain, at most 0.5 s and 10 % of
 the window before the log; the rows after it go into the next window, so none is lost or counted twice. A log
-more often (every 2 s or less) folds the rows since the drain itself, and its window ends at the log.
+more often (every 5 s or less) folds the rows since the drain itself, and its window ends at the log.
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ _QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 #: quantiles are of the window's latest QUANTILE_ROWS samples at most (the others use every sample)
 QUANTILE_ROWS = 1 << 16
 #: a window may end at the latest snapshot (:meth:`SummaryWindow.take_ready`) when that is at most this share of
-#: the window before the log: 0.2 s before a log of a 2 s window or longer
+#: the window before the log: 0.5 s before a log of a 5 s window or longer
 READY_LAG_SHARE = 0.1
 #: the pseudo-channel prefix of phase shares
 PHASE = "phase/"
@@ -222,26 +222,37 @@ class SummaryWindow:
                 self._reset(first=False)
             if len(batch) and len(self._cols):
                 self._fold(batch)
+                self._ready = None  # rows after the snapshot: it no longer ends the window
             if snapshot_ns is not None:
                 self._ready = (self._values(self._window_start_ns, snapshot_ns, self._spans), snapshot_ns)
 
     def _fold(self, batch) -> None:
         v = batch.values[:, self._cols]
-        ok = np.isfinite(v)
-        n = ok.sum(axis=0)
-        if not n.any():
-            return
-        self._count += n
-        self._sum += np.where(ok, v, 0.0).sum(axis=0)
-        self._min = np.fmin(self._min, np.where(ok, v, np.inf).min(axis=0))
-        self._max = np.fmax(self._max, np.where(ok, v, -np.inf).max(axis=0))
-        has = n > 0
-        first_idx = ok.argmax(axis=0)
-        last_idx = v.shape[0] - 1 - ok[::-1].argmax(axis=0)
-        cols = np.arange(v.shape[1])
-        new_first = has & ~np.isfinite(self._first)
-        self._first[new_first] = v[first_idx, cols][new_first]
-        self._last[has] = v[last_idx, cols][has]
+        bad = ~np.isfinite(v)
+        if not bad.any():  # the usual batch: every value known (fewer numpy calls: a log step folds on its thread)
+            self._count += v.shape[0]
+            self._sum += v.sum(axis=0)
+            np.fmin(self._min, v.min(axis=0), out=self._min)
+            np.fmax(self._max, v.max(axis=0), out=self._max)
+            unset = np.isnan(self._first)
+            self._first[unset] = v[0, unset]
+            self._last[:] = v[-1]
+        else:
+            ok = ~bad
+            n = ok.sum(axis=0)
+            if not n.any():
+                return
+            self._count += n
+            self._sum += np.where(ok, v, 0.0).sum(axis=0)
+            self._min = np.fmin(self._min, np.where(ok, v, np.inf).min(axis=0))
+            self._max = np.fmax(self._max, np.where(ok, v, -np.inf).max(axis=0))
+            has = n > 0
+            first_idx = ok.argmax(axis=0)
+            last_idx = v.shape[0] - 1 - ok[::-1].argmax(axis=0)
+            cols = np.arange(v.shape[1])
+            new_first = has & ~np.isfinite(self._first)
+            self._first[new_first] = v[first_idx, cols][new_first]
+            self._last[has] = v[last_idx, cols][has]
         if self._quantile_cols:
             self._quantile_rows.append(v[:, self._quantile_cols])
             self._quantile_n += v.shape[0]

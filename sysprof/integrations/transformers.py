@@ -13,7 +13,7 @@ MLflow, TensorBoard, Comet, ..., and the console) receives them with the trainer
 Needs ``transformers`` (imported when this module is); sysprof does not depend on it.
 
 * **Recording**: from ``on_train_begin`` to ``on_train_end``. The Trainer has no exception hook: an exception or
-  KeyboardInterrupt that leaves ``Trainer.train`` stops the recording within 0.2 s (the recorder's thread sees the
+  KeyboardInterrupt that leaves ``Trainer.train`` stops the recording within 0.5 s (the recorder's thread sees the
   call gone from the stack; the stop event's ``reason`` says ``training call ended``), or at interpreter exit;
   the trace on disk is flushed every second meanwhile. Options, ranks and the default file
   (``args.output_dir``): :class:`~sysprof.integrations.session.Session`.
@@ -39,9 +39,18 @@ except ImportError:
     raise ImportError("sysprof.integrations.transformers needs Hugging Face transformers: "
                       "pip install transformers") from None
 
+from sysprof.integrations.phase_log import steps
 from sysprof.integrations.session import Session, guarded, outermost_frame
 
 __all__ = ["SysprofCallback"]
+
+time_ns = time.time_ns
+# what each per-step hook does to the phases (module docstring), as PhaseLog steps
+_FETCH = steps(("tentative", "dataloader"))
+_STEP = steps(("end", "dataloader"), ("begin", "step"))
+_OPTIMIZER = steps(("begin", "optimizer_step"))
+_OPTIMIZER_END = steps(("end", "optimizer_step"))
+_STEP_END = steps(("end", "step"), ("tentative", "dataloader"))
 
 
 def _is_train_call(frame) -> bool:
@@ -94,38 +103,36 @@ class SysprofCallback(_TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self.session.stop("end")
 
-    # ---- phases ----
-    @guarded
+    # ---- phases: the per-step hooks are one clock read and one append each (PhaseLog.push) ----
     def on_epoch_begin(self, args, state, control, **kwargs):
-        rec, now, _ = self._event()
+        self._last_ns = now = time_ns()
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_begin("dataloader", now, tentative=True)
+            rec.phases.push((_FETCH, now))
 
-    @guarded
     def on_step_begin(self, args, state, control, **kwargs):
-        rec, now, _ = self._event()
+        self._last_ns = now = time_ns()
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_end("dataloader", now)
-            rec.phase_begin("step", now)
+            rec.phases.push((_STEP, now))
 
-    @guarded
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        rec, now, _ = self._event()
+        self._last_ns = now = time_ns()
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_begin("optimizer_step", now)
+            rec.phases.push((_OPTIMIZER, now))
 
-    @guarded
     def on_optimizer_step(self, args, state, control, **kwargs):
-        rec, now, _ = self._event()
+        self._last_ns = now = time_ns()
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_end("optimizer_step", now)
+            rec.phases.push((_OPTIMIZER_END, now))
 
-    @guarded
     def on_step_end(self, args, state, control, **kwargs):
-        rec, now, _ = self._event()
+        self._last_ns = now = time_ns()
+        rec = self.session.recorder
         if rec is not None:
-            rec.phase_end("step", now)
-            rec.phase_begin("dataloader", now, tentative=True)
+            rec.phases.push((_STEP_END, now))
 
     @guarded
     def on_prediction_step(self, args, state, control, **kwargs):
