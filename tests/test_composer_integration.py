@@ -100,6 +100,23 @@ TRAIN = textwrap.dedent('''
     trainer2.fit()
     trainer2.close()
 
+    # SystemProfiler(log_summaries=True): summaries at every batch end into Composer's own logger
+    from composer.loggers import InMemoryLogger
+    memory_logger = InMemoryLogger()
+    sysp3 = SystemProfiler(profile_memory=True, log_summaries=True, stats_thread_interval_seconds=0.01)
+    prof3 = Profiler(schedule=cyclic_schedule(wait=0, warmup=1, active=20, repeat=1),
+                     trace_handlers=[JSONTraceHandler(folder=out + "/summaries", remote_file_name=None,
+                                                      merged_trace_remote_file_name=None, overwrite=True)],
+                     sys_prof_cpu=False, **no_torch_prof)
+    trainer3 = Trainer(model=model(), train_dataloader=loader(), max_duration="1ep", device="cpu",
+                       callbacks=[sysp3, Busy()], profiler=prof3, progress_bar=False, log_to_console=False,
+                       loggers=[memory_logger])
+    trainer3.fit()
+    trainer3.close()
+    summaries = {k: [float(v) for _, v in values] for k, values in memory_logger.data.items()
+                 if k.startswith("sysprof/")}
+    losses = len(memory_logger.data.get("loss/train/total", []))
+
     # cross merges: Composer merges sysprof's files, sysprof merges Composer's
     own_files = [str(p) for _, files in own.trace_handlers[0].saved_traces for p in files]
     composer_files = [str(p) for _, files in profiler.trace_handlers[0].saved_traces for p in files]
@@ -109,7 +126,8 @@ TRAIN = textwrap.dedent('''
     json.dump({"composer": composer.__version__, "actions": recorder.actions, "used": recorder.used,
                "isinstance": isinstance(sysp, composer.core.Callback), "thread_alive": thread_alive,
                "backend": backend,
-               "sampler_closed": sysp.sampler is None, "stats": sysp_stats, "sampler_stats": sampler_stats, "composer_files": composer_files, "own_files": own_files},
+               "sampler_closed": sysp.sampler is None, "stats": sysp_stats, "sampler_stats": sampler_stats, "composer_files": composer_files, "own_files": own_files,
+               "summaries": summaries, "losses": losses},
               open(out + "/result.json", "w"))
 ''') % {"interval": INTERVAL}
 
@@ -249,3 +267,22 @@ def test_sysprof_profiler_in_trainer_and_cross_merges(run):
     sysprof_merged = json.loads((out / "sysprof_merged_composer.json").read_text())
     n_composer = sum(len(json.loads(pathlib.Path(p).read_text())) for p in result["composer_files"])
     assert len([e for e in sysprof_merged if e.get("args", {}).get("sort_index") != 99999]) == n_composer
+
+
+def test_summaries_into_composers_logger(run):
+    """SystemProfiler(log_summaries=True): the default set's host summaries at every batch end, beside the loss."""
+    import math
+
+    _, result = run
+    got = result["summaries"]
+    assert {"sysprof/cpu_percent_mean", "sysprof/cpu_percent_max", "sysprof/memory_used_bytes_max",
+            "sysprof/dataloader_wait_share"} <= set(got)
+    assert not any(k.startswith("sysprof/gpu") for k in got)  # no GPU on the CPU run: those are left out
+    n = len(got["sysprof/cpu_percent_mean"])
+    assert n >= 16 - 1 and result["losses"] >= n  # the batches the profiler recorded (16 a epoch), each beside a loss
+    assert all(len(v) == n for v in got.values())
+    finite = [(a, b) for a, b in zip(got["sysprof/cpu_percent_mean"], got["sysprof/cpu_percent_max"])
+              if math.isfinite(a)]
+    assert len(finite) >= n - 2 and all(0 <= a <= b <= 100 for a, b in finite)
+    assert all(m > 0 for m in got["sysprof/memory_used_bytes_max"] if math.isfinite(m))
+    assert all(0 <= s <= 1 for s in got["sysprof/dataloader_wait_share"])
