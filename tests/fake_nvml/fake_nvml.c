@@ -61,6 +61,7 @@
  * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -686,13 +687,18 @@ typedef struct {
 } nvmlEventData_t;
 _Static_assert(sizeof(nvmlEventData_t) == 32 && offsetof(nvmlEventData_t, eventData) == 16, "event data");
 
-struct fake_event_set { int id; };
-static struct fake_event_set event_set = {1};
+/* Several sets at once, as NVML allows (a sampler's waiter and the one of the refresh measurement at start): each
+ * set has its own registrations and its own place in the script, so every set gets every XID (of the devices it
+ * registered). The script and the modes are read again when a set is created while no other lives. */
+#define MAX_SETS 4
+struct fake_event_set { int live, sent; unsigned long long registered[MAX_DEVICES]; };
+static struct fake_event_set event_sets[MAX_SETS];
 #define MAX_XIDS 16
 static struct { int dev; unsigned long long xid; long long at_ns; } xids[MAX_XIDS];
 static int nxids, xids_sent, events_unsupported, wait_error;
-static unsigned long long registered_events[MAX_DEVICES];
+static pthread_mutex_t sets_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The most XIDs any one set was given. */
 EXPORT int fake_nvml_xids_sent(void) { return __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST); }
 
 static void parse_xids(void) {
@@ -709,31 +715,52 @@ static void parse_xids(void) {
     xids[nxids].xid = (unsigned long long)xid;
     xids[nxids].at_ns = ms * 1000000ll;
     ++nxids;
-    p = *end == ',' ? end + 1 : end;
+    if (*end != ',') break;
+    p = end + 1;
   }
 }
-
+static struct fake_event_set *live_set(nvmlEventSet_t set) {
+  for (int i = 0; i < MAX_SETS; ++i)
+    if (set == &event_sets[i] && __atomic_load_n(&event_sets[i].live, __ATOMIC_SEQ_CST)) return &event_sets[i];
+  return NULL;
+}
 EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
   bump("nvmlEventSetCreate", -1);
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
-  parse_xids();
-  __atomic_store_n(&xids_sent, 0, __ATOMIC_SEQ_CST);
-  events_unsupported = (int)env_long("FAKE_NVML_EVENTS_UNSUPPORTED", 0);
-  wait_error = (int)env_long("FAKE_NVML_WAIT_ERROR", 0);
-  memset(registered_events, 0, sizeof registered_events);
-  *set = &event_set;
+  pthread_mutex_lock(&sets_mu);
+  int any = 0, free_at = -1;
+  for (int i = 0; i < MAX_SETS; ++i) {
+    if (event_sets[i].live) any = 1;
+    else if (free_at < 0) free_at = i;
+  }
+  if (!any) {
+    parse_xids();
+    __atomic_store_n(&xids_sent, 0, __ATOMIC_SEQ_CST);
+    events_unsupported = (int)env_long("FAKE_NVML_EVENTS_UNSUPPORTED", 0);
+    wait_error = (int)env_long("FAKE_NVML_WAIT_ERROR", 0);
+  }
+  if (free_at < 0) {
+    pthread_mutex_unlock(&sets_mu);
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  struct fake_event_set *s = &event_sets[free_at];
+  memset(s, 0, sizeof *s);
+  __atomic_store_n(&s->live, 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&sets_mu);
+  *set = s;
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t set) {
   ENTER("nvmlDeviceRegisterEvents", dev);
-  if (set != &event_set || types == 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  struct fake_event_set *s = live_set(set);
+  if (!s || types == 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (events_unsupported && d == 1) return leave(NVML_ERROR_NOT_SUPPORTED);
-  __atomic_or_fetch(&registered_events[d], types & EVENT_XID, __ATOMIC_SEQ_CST);
+  __atomic_or_fetch(&s->registered[d], types & EVENT_XID, __ATOMIC_SEQ_CST);
   return leave(NVML_SUCCESS);
 }
-/* The next scripted XID, in order, once due: its index, or -1; *due: when the next one is due (-1: none). */
-static int next_xid(long long now_rel, long long *due) {
-  int i = __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST);
+/* The set's next scripted XID, in order, once due: its index, or -1; *due: when the next one is due (-1: none). */
+static int next_xid(const struct fake_event_set *s, long long now_rel, long long *due) {
+  int i = s->sent;
   *due = -1;
   if (i >= nxids) return -1;
   if (xids[i].at_ns > now_rel) {
@@ -750,16 +777,21 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
     __atomic_add_fetch(&uninitialized_calls, 1, __ATOMIC_SEQ_CST);
     return leave(NVML_ERROR_UNINITIALIZED);
   }
-  if (set != &event_set || !data) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  struct fake_event_set *s = live_set(set);
+  if (!s || !data) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (wait_error) return leave(wait_error);
   long long deadline = mono_ns() + (long long)timeoutms * 1000000ll;
   for (;;) {
     long long now = mono_ns(), due;
-    int i = next_xid(now - t0_ns, &due);
+    int i = next_xid(s, now - t0_ns, &due);
     if (i >= 0) {
-      __atomic_store_n(&xids_sent, i + 1, __ATOMIC_SEQ_CST);  /* one waiter: no race on the order */
+      s->sent = i + 1;  /* one waiter per set: no race on its order */
+      int most = __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST);
+      while (s->sent > most && !__atomic_compare_exchange_n(&xids_sent, &most, s->sent, 0, __ATOMIC_SEQ_CST,
+                                                            __ATOMIC_SEQ_CST)) {
+      }
       int dev = xids[i].dev;
-      if (dev < 0 || dev >= cfg_devices || !(registered_events[dev] & EVENT_XID)) continue;  /* not delivered */
+      if (dev < 0 || dev >= cfg_devices || !(s->registered[dev] & EVENT_XID)) continue;  /* not delivered */
       memset(data, 0, sizeof *data);
       data->device = &devices[dev];
       data->eventType = EVENT_XID;
@@ -777,7 +809,10 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
 EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   bump("nvmlEventSetFree", -1);
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
-  return set == &event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+  struct fake_event_set *s = live_set(set);
+  if (!s) return NVML_ERROR_INVALID_ARGUMENT;
+  __atomic_store_n(&s->live, 0, __ATOMIC_SEQ_CST);
+  return NVML_SUCCESS;
 }
 #endif
 
