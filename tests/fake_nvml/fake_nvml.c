@@ -816,39 +816,59 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 }
 #endif
 
-/* ---- the driver's buffered samples (nvmlDeviceGetSamples), for benchmarks/gpu_check.py ----
- * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s), for NVML_TOTAL_POWER_SAMPLES (0:
- * 250000 + 1000 (k % 10) mW, unsigned int), NVML_GPU_UTILIZATION_SAMPLES (1: k % 101 %) and NVML_PROCESSOR_CLK_SAMPLES
- * (5: 1500 + k % 10 MHz); k = the sample's number counted from the first nvmlInit (negative before it: the buffer is
- * always full), its timeStamp the CLOCK_REALTIME us of that moment. Only samples newer than lastSeenTimeStamp are returned; samples NULL asks for the count. Other types,
- * and device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol. */
+/* ---- the driver's buffered samples (nvmlDeviceGetSamples): benchmarks/gpu_check.py, and the driver_samples series
+ * (csrc/gpu/nvml_samples.hpp, sysprof/sampling/portable/nvml_samples.py) ----
+ * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s): sample k (counted from the first
+ * nvmlInit; negative before it: the buffer is always full) has the timeStamp W + 20000 k (CLOCK_REALTIME us; W =
+ * fake_nvml_samples_wall0_us(), fixed at the first call) and, as an unsigned int,
+ *   NVML_TOTAL_POWER_SAMPLES (0)   250000 + 1000 (k % 10) mW
+ *   NVML_GPU_UTILIZATION_SAMPLES (1)  k % 101 %
+ *   NVML_PROCESSOR_CLK_SAMPLES (5) 1500 + k % 10 MHz
+ *   NVML_MEMORY_CLK_SAMPLES (6)    2600 + k % 10 MHz
+ * Only samples newer than lastSeenTimeStamp are returned, NVML_ERROR_NOT_FOUND when there is none; samples NULL
+ * asks for the count to allocate (50). NVML_MEMORY_UTILIZATION_SAMPLES (2), other types, and every type on
+ * device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol (an older driver). */
 #ifndef FAKE_NVML_MINIMAL
 typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
-_Static_assert(sizeof(nvmlSample_t) == 16, "sample");
+_Static_assert(sizeof(nvmlSample_t) == 16 && offsetof(nvmlSample_t, sampleValue) == 8, "nvmlSample_t");
 #define SAMPLE_NS 20000000ll
 #define SAMPLES_KEPT 50
+static long long samples_wall0_us = -1;
+EXPORT long long fake_nvml_samples_wall0_us(void) { return __atomic_load_n(&samples_wall0_us, __ATOMIC_SEQ_CST); }
+static unsigned sample_value(int type, long long k) {
+  long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
+  switch (type) {
+    case 0: return (unsigned)(250000 + 1000 * k10);
+    case 1: return (unsigned)k101;
+    case 5: return (unsigned)(1500 + k10);
+    default: return (unsigned)(2600 + k10);
+  }
+}
 EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned long long last_seen, int *value_type,
                                          unsigned int *count, nvmlSample_t *samples) {
   ENTER("nvmlDeviceGetSamples", dev);
   if (!count || !value_type) return leave(NVML_ERROR_INVALID_ARGUMENT);
-  if (d != 0 || !(type == 0 || type == 1 || type == 5)) return leave(NVML_ERROR_NOT_SUPPORTED);
-  long long now = mono_ns(), wall0 = wall_ns() - (now - t0_ns);
+  if (d != 0 || !(type == 0 || type == 1 || type == 5 || type == 6)) return leave(NVML_ERROR_NOT_SUPPORTED);
+  long long now = mono_ns();
+  long long w = -1, mine = (wall_ns() - (now - t0_ns)) / 1000;
+  __atomic_compare_exchange_n(&samples_wall0_us, &w, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  long long wall0 = fake_nvml_samples_wall0_us();
   long long newest = (now - t0_ns) / SAMPLE_NS, first = newest - SAMPLES_KEPT + 1;
   unsigned got = 0, cap = *count;
+  *value_type = VT_UINT;
+  if (!samples) {
+    *count = SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
+    return leave(NVML_SUCCESS);
+  }
   for (long long k = first; k <= newest; ++k) {
-    unsigned long long ts = (unsigned long long)((wall0 + k * SAMPLE_NS) / 1000);
+    unsigned long long ts = (unsigned long long)(wall0 + k * (SAMPLE_NS / 1000));
     if (ts <= last_seen) continue;
-    if (samples) {
-      if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-      samples[got].timeStamp = ts;
-      long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
-      samples[got].sampleValue.uiVal = type == 0 ? (unsigned)(250000 + 1000 * k10) : type == 1 ? (unsigned)k101
-                                                                                        : (unsigned)(1500 + k10);
-    }
+    if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    samples[got].timeStamp = ts;
+    samples[got].sampleValue.uiVal = sample_value(type, k);
     ++got;
   }
-  *value_type = VT_UINT;
-  *count = samples ? got : SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
-  return leave(NVML_SUCCESS);
+  *count = got;
+  return leave(got ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND);
 }
 #endif
