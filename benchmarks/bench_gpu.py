@@ -5,8 +5,10 @@ real libnvidia-ml instead).
 The native source's NVML calls run on its reader thread ("sysprof-nvml"); the sampling thread only copies the
 reader's latest reading. Both are measured on one sampler running at 1 kHz with only the gpu source: the
 reader's CPU time (its /proc schedstat) per reading per device, which includes the throttling and health
-rows read once a second (amortised) and the two GPM calls per reading; and the sampling thread's
-``sample_ns_mean`` per tick (the copy). Running this file with another build's Python (e.g. main's venv)
+rows read once a second (amortised) and the two GPM calls per reading; the sampling thread's
+``sample_ns_mean`` per tick (the copy); and what one driver-samples read of a device (nvmlDeviceGetSamples for
+its five types, every 0.5 s; four served on the fake) costs the reader thread, native and pynvml (the reader's
+own thread CPU clock around the reads). Running this file with another build's Python (e.g. main's venv)
 gives the "before" figures on the same fake.
 """
 from __future__ import annotations
@@ -90,6 +92,7 @@ def bench_gpu(cfg, sysprof) -> Dict[str, Any]:
                "reader_us_per_device_reading": dist(per_reading, "us"),
                "sampling_thread_us_per_tick": dist(per_tick, "us")}
         del s
+        out["driver_samples_us_per_device_read"] = _driver_samples_cost(sysprof, trials, seconds)
         return out
     finally:
         if saved is None:
@@ -98,9 +101,36 @@ def bench_gpu(cfg, sysprof) -> Dict[str, Any]:
             os.environ["SYSPROF_NVML_LIBRARY"] = saved
 
 
+def _driver_samples_cost(sysprof, trials: int, seconds: float) -> Dict[str, Any]:
+    """backend -> the reader thread's CPU per nvmlDeviceGetSamples read of a device (its thread CPU clock around
+    the reads, kept by the reader: DriverSamples.read_cpu_ns / device_reads), one figure per trial of ``seconds``
+    (at least 1.2 s: a read every 0.5 s). On the fake, device 0 serves four types (25 new samples each per read)."""
+    out = {}
+    for backend in ("native", "psutil"):
+        costs = []
+        for _ in range(trials):
+            try:
+                s = sysprof.Sampler(interval=1e-2, backend=backend, cpu=False, memory=False, disk=False, net=False,
+                                    gpu=True)
+            except (ValueError, ImportError):
+                break  # no extension, or no pynvml
+            s.start()
+            time.sleep(max(seconds, 1.2))
+            got = s.drain_gpu_samples()
+            s.stop()
+            del s
+            if got.device_reads:
+                costs.append(got.read_cpu_ns / got.device_reads / 1e3)
+        out[backend] = dist(costs, "us")
+    return out
+
+
 def print_gpu(res) -> str:
     rows = [["reader thread, CPU per device per reading", fd(res["reader_us_per_device_reading"])],
             ["sampling thread, per tick (the copy)", fd(res["sampling_thread_us_per_tick"])]]
+    for backend, d in res.get("driver_samples_us_per_device_read", {}).items():  # every 0.5 s, reader thread
+        if d["n"]:
+            rows.append([f"reader thread, driver samples per device per read ({backend})", fd(d)])
     what = ", ".join(w for w, on in (("health rows", res["health"]), ("GPM", res["gpm"])) if on) or "basics only"
     return ("## GPU source cost (µs)\n\n" + table(["what", "median (p99, IQR, n trials)"], rows)
             + f"\n\n{res['library']} NVML, {res['devices']} devices, {res['channels']} channels ({what}); "

@@ -160,3 +160,66 @@ def test_record_writes_xid_instants_and_report_lists_them(fake, tmp_path, suffix
     lines = json.loads(rep.stdout)["gpu_xid_events"]
     assert len(lines) == 1 and lines[0].startswith("gpu/0: XID 79 at +") and lines[0].endswith(
         ": GPU has fallen off the bus")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("suffix", [".json", ".pftrace"])
+def test_composer_path_writes_the_same_xid_instants(fake, fresh_pynvml, tmp_path, backend, suffix):  # noqa: F811
+    """sysprof.Profiler (its SystemProfiler) writes record's XID instant, args exact, into its cycle file; and the
+    GPU refresh periods measured at start."""
+    from sysprof import JSONTraceHandler, Profiler
+    from sysprof.profiler import PerfettoTraceHandler
+    from sysprof.report import TraceData
+    from sysprof.sampling.gpu_refresh import REFRESH_EVENT
+    from sysprof.trace.load import load_events
+
+    out = tmp_path / "traces"
+    if suffix == ".pftrace":
+        pytest.importorskip("perfetto")
+        h = PerfettoTraceHandler(folder=str(out), remote_file_name=None)
+    else:
+        h = JSONTraceHandler(folder=str(out), remote_file_name=None, merged_trace_filename=None)
+    f = fake(xids="0:79:300,1:48:1100")  # far apart: a row sees the first before the second comes
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[h], sys_prof_cpu=False, sys_prof_gpu=True,
+                    sys_prof_stats_thread_interval_seconds=0.01)
+    sp = prof.system_profiler
+    sp.backend = backend
+    prof.start()
+    wait_for(lambda: (sp.sampler.latest() or {}).get("gpu/0/xid_total") == 1.0)
+    prof.step()
+    wait_for(lambda: (sp.sampler.latest() or {}).get("gpu/1/xid_total") == 1.0)
+    wait_for(lambda: sp._instants.refresh.args is not None)
+    prof.step()
+    prof.stop()
+    assert f.xids_sent() == 2
+    events = [e for p in sorted(out.glob(f"ep*{suffix}")) for e in load_events(str(p))]
+    data = TraceData(events)
+    xids = [i for i in data.instants if i.name == XID_EVENT]
+    assert [i.args for i in xids] == [{"gpu": 0, "xid": 79, "meaning": "GPU has fallen off the bus", "count": 1},
+                                      {"gpu": 1, "xid": 48, "meaning": "double-bit ECC error", "count": 1}]
+    assert xids[0].ts_us < xids[1].ts_us
+    (refresh,) = [i for i in data.instants if i.name == REFRESH_EVENT]
+    a = refresh.args
+    assert (a["window_s"], a["read_interval_s"], a["backend"]) == (0.25, 0.001, backend)
+    assert "gpu/0/power_watts" in a["periods_s"] and not any("/xid_" in c for c in a["periods_s"])
+    assert a["periods_s"]["gpu/0/power_watts"] > 0 and a["periods_s"]["gpu/0/memory_total_bytes"] is None
+
+
+def test_composer_handler_without_the_extension_gets_plain_instants():
+    """A handler without process_system_instant (Composer's) gets process_instant_event: name, no args."""
+    from sysprof.profiler.system_instants import SystemInstants
+    from sysprof.profiler.trace_handler import TraceHandler
+
+    got = []
+
+    class Composerish:
+        def process_instant_event(self, **kw):
+            got.append(("plain", kw))
+
+    class Ours(TraceHandler):  # the base class's default: the plain instant too
+        def process_instant_event(self, **kw):
+            got.append(("base", kw))
+
+    SystemInstants.send([Composerish(), Ours()], [(XID_EVENT, 5_000, "ts", {"gpu": 0, "xid": 79})])
+    kw = {"name": XID_EVENT, "categories": ("gpu",), "timestamp": "ts", "wall_clock_time_ns": 5_000}
+    assert got == [("plain", kw), ("base", kw)]

@@ -153,3 +153,53 @@ def test_info_shows_refresh_periods(fake):
     text = run_cli("info").stdout
     assert "gpu refresh (the median time between changes, read every 1 ms for 0.5 s):" in text
     assert "memory_total_bytes >= " in text and "nvlink_tx_bytes_per_second no value" in text
+
+
+def test_refresh_args_and_report_line():
+    from sysprof.report import Instant
+    from sysprof.sampling.gpu_refresh import REFRESH_EVENT, refresh_args, refresh_line
+
+    measured = {"window_s": 0.25, "backend": "native", "channels": {
+        "gpu/0/power_watts": {"period_s": 0.02, "changes": 12, "at_least_s": None},
+        "gpu/0/energy_joules": {"period_s": 0.01, "changes": 24, "at_least_s": None},
+        "gpu/0/memory_total_bytes": {"period_s": None, "changes": 0, "at_least_s": 0.25}}}
+    chans = ["gpu/0/power_watts", "gpu/0/energy_joules", "gpu/0/memory_total_bytes", "gpu/0/temperature_celsius"]
+    args = refresh_args(measured, chans)
+    assert args == {"window_s": 0.25, "read_interval_s": 0.001, "backend": "native", "periods_s": {
+        "gpu/0/power_watts": 0.02, "gpu/0/energy_joules": 0.01, "gpu/0/memory_total_bytes": None,
+        "gpu/0/temperature_celsius": None}}  # not in the measuring sampler: null
+    assert refresh_args({"error": "ValueError: no GPU"}, chans) == {"error": "ValueError: no GPU", "periods_s": {}}
+    line = refresh_line([Instant("other", 0, 1, 0, {}), Instant(REFRESH_EVENT, 10, 1, 0, args)])
+    assert line == ("GPU refresh periods at start (0.25 s at 1 ms): gpu/0/energy_joules 10 ms, gpu/0/power_watts "
+                    "20 ms; 2 changed too rarely to tell")
+    assert refresh_line([Instant(REFRESH_EVENT, 10, 1, 0, {"error": "no GPU", "periods_s": {}})]) == (
+        "GPU refresh periods at start: not measured (no GPU)")
+    assert refresh_line([]) is None
+
+
+@needs_native
+def test_record_stores_the_refresh_periods_measured_at_start(fake, tmp_path):
+    import json
+    import sys
+
+    from cli_support import run_cli
+    from sysprof.report import TraceData
+    from sysprof.sampling.gpu_refresh import REFRESH_EVENT
+    from sysprof.trace.load import load_events
+
+    fake()
+    out = tmp_path / "t.json"
+    r = run_cli("record", "-o", out, "--gpu", "-q", "--", sys.executable, "-c", "import time; time.sleep(1.5)")
+    assert r.returncode == 0, r.stderr
+    data = TraceData(load_events(str(out)))
+    (ev,) = [i for i in data.instants if i.name == REFRESH_EVENT]
+    a = ev.args
+    assert (a["window_s"], a["read_interval_s"], a["backend"]) == (0.25, 0.001, "native")
+    polled = {c for c in data.meta["channels"] if c.startswith("gpu/") and "/xid_" not in c}
+    assert set(a["periods_s"]) == polled
+    assert a["periods_s"]["gpu/0/power_watts"] > 0 and a["periods_s"]["gpu/0/memory_total_bytes"] is None
+    assert data.start_ts <= ev.ts_us
+    rep = run_cli("report", "--json", out)
+    assert rep.returncode == 0, rep.stderr
+    assert json.loads(rep.stdout)["gpu_refresh_at_start"].startswith("GPU refresh periods at start (0.25 s at 1 ms): ")
+    assert "GPU refresh periods at start (0.25 s at 1 ms): " in run_cli("report", out).stdout

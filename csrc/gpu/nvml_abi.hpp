@@ -148,6 +148,20 @@ static_assert(sizeof(FieldValue) == 40 && offsetof(FieldValue, valueType) == 24 
               "nvmlFieldValue_t layout");
 static_assert(sizeof(PciInfo) == 68 && offsetof(PciInfo, busId) == 36, "nvmlPciInfo_t layout");
 
+// The driver's buffered samples (nvmlDeviceGetSamples): nvmlSamplingType_t values (pynvml.py NVML_*_SAMPLES).
+enum SamplingType : int {
+  kTotalPowerSamples = 0,  // mW
+  kGpuUtilizationSamples = 1,  // %
+  kMemoryUtilizationSamples = 2,  // %
+  kProcessorClkSamples = 5,  // MHz
+  kMemoryClkSamples = 6,  // MHz
+};
+struct Sample {  // nvmlSample_t
+  unsigned long long timeStamp;  // CPU wall clock, us since the epoch
+  Value sampleValue;  // of the nvmlValueType_t the call reports
+};
+static_assert(sizeof(Sample) == 16 && offsetof(Sample, sampleValue) == 8, "nvmlSample_t layout");
+
 // Function types, by the names the library exports.
 using InitFn = Return (*)();  // nvmlInit_v2
 using ShutdownFn = Return (*)();  // nvmlShutdown
@@ -164,6 +178,8 @@ using GetTemperatureFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetTe
 using GetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // nvmlDeviceGetTemperatureV
 using GetClockFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetClockInfo (MHz)
 using GetFieldValuesFn = Return (*)(Device, int, FieldValue*);  // nvmlDeviceGetFieldValues
+// nvmlDeviceGetSamples(device, type, lastSeenTimeStamp, *sampleValType, *sampleCount, samples)
+using GetSamplesFn = Return (*)(Device, int, unsigned long long, int*, unsigned*, Sample*);
 using EventSetCreateFn = Return (*)(EventSet*);  // nvmlEventSetCreate
 using RegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);  // nvmlDeviceRegisterEvents
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned);  // nvmlEventSetWait_v2 (timeout in ms)

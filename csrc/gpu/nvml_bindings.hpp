@@ -6,6 +6,7 @@
 
 #include "gpu/nvml_gpm.hpp"
 #include "gpu/nvml_query.hpp"
+#include "gpu/nvml_samples.hpp"
 
 namespace sysprof {
 
@@ -55,6 +56,45 @@ inline void bind_nvml(pybind11::module_& m) {
       },
       "The GPM metric table (csrc/gpu/nvml_gpm.cpp): name and id (NVML_GPM_METRIC_*), channel, scale, "
       "stands_in_for (the metric whose refusal makes it asked, or None).");
+  m.def(
+      "nvml_drain_samples",
+      [](uint64_t token) {
+        std::shared_ptr<nvml::SampleBuffer> b = nvml::find_samples(token);
+        py::dict out;
+        if (!b) return out;
+        std::vector<nvml::DriverSample> got;
+        uint64_t dropped = 0;
+        {
+          py::gil_scoped_release unlocked;
+          b->take(got, dropped);
+        }
+        py::list series, index, t_ns, values;
+        for (const std::string& s : b->series()) series.append(s);
+        for (const nvml::DriverSample& x : got) {
+          index.append(x.series);
+          t_ns.append(x.t_ns);
+          values.append(x.value);
+        }
+        py::dict absent;
+        for (const auto& kv : b->absent()) absent[py::str(kv.first)] = kv.second;
+        out["series"] = series;
+        out["index"] = index;
+        out["t_ns"] = t_ns;
+        out["values"] = values;
+        out["dropped"] = dropped;
+        out["absent"] = absent;
+        int64_t cpu_ns = 0;
+        uint64_t device_reads = 0;
+        b->cost(cpu_ns, device_reads);
+        out["read_cpu_ns"] = cpu_ns;
+        out["device_reads"] = device_reads;
+        return out;
+      },
+      "The driver samples buffered since the last call by the reader whose devices carry `driver_samples` == "
+      "token (csrc/gpu/nvml_samples.hpp): series names, and per sample its series index, wall-clock ns and value "
+      "in base units; dropped (oldest, the buffer was full) since the last call; absent: series -> why; "
+      "read_cpu_ns and device_reads: the reader thread's CPU in samples reads so far, and the device reads it made. "
+      "{} once the reader is gone.", py::arg("token"));
 }
 
 }  // namespace sysprof

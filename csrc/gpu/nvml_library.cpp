@@ -55,6 +55,7 @@ bool resolve(Library& lib) {
   lib.gpm_free = symbol<GpmSampleFreeFn>(h, "nvmlGpmSampleFree");
   lib.gpm_sample = symbol<GpmSampleGetFn>(h, "nvmlGpmSampleGet");
   lib.gpm_metrics = symbol<GpmMetricsGetFn>(h, "nvmlGpmMetricsGet");
+  lib.get_samples = symbol<GetSamplesFn>(h, "nvmlDeviceGetSamples");
   // MIG (issue 13, item 5).
   lib.get_mig_mode = symbol<GetMigModeFn>(h, "nvmlDeviceGetMigMode");
   lib.get_max_mig = symbol<GetUintFn>(h, "nvmlDeviceGetMaxMigDeviceCount");

@@ -48,6 +48,8 @@ struct Library {
   GpmSampleFreeFn gpm_free = nullptr;
   GpmSampleGetFn gpm_sample = nullptr;
   GpmMetricsGetFn gpm_metrics = nullptr;
+  // The driver's buffered samples (issue 13, item 4; csrc/gpu/nvml_samples.hpp).
+  GetSamplesFn get_samples = nullptr;
   // MIG (issue 13, item 5).
   GetMigModeFn get_mig_mode = nullptr;
   GetUintFn get_max_mig = nullptr;

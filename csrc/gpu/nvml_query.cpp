@@ -289,18 +289,7 @@ void store(Gpu& g, int m, const Raw& raw, int64_t now, double* o) {
 }
 
 // A field value as a double / as an unsigned counter, whatever type the driver chose to report.
-double as_double(const FieldValue& f) {
-  switch (f.valueType) {
-    case kValueDouble: return f.value.dVal;
-    case kValueUnsignedInt: return f.value.uiVal == UINT_MAX ? kNaN : double(f.value.uiVal);
-    case kValueUnsignedLong: return double(f.value.ulVal);
-    case kValueUnsignedLongLong: return f.value.ullVal == ULLONG_MAX ? kNaN : double(f.value.ullVal);
-    case kValueSignedLongLong: return double(f.value.sllVal);
-    case kValueSignedInt: return double(f.value.siVal);
-    case kValueUnsignedShort: return double(f.value.usVal);
-    default: return kNaN;
-  }
-}
+double as_double(const FieldValue& f) { return value_as_double(f.valueType, f.value); }
 // False when the value is not a usable counter reading (negative, NaN, the "not available" marker).
 bool as_counter(const FieldValue& f, uint64_t& v) {
   switch (f.valueType) {
@@ -425,6 +414,19 @@ void read_device(const Library& lib, Gpu& g, int64_t now, double* o, std::string
     return;
   }
   hold_slow(g, slow, o);
+}
+
+double value_as_double(int type, const Value& v) {
+  switch (type) {
+    case kValueDouble: return v.dVal;
+    case kValueUnsignedInt: return v.uiVal == UINT_MAX ? kNaN : double(v.uiVal);
+    case kValueUnsignedLong: return double(v.ulVal);
+    case kValueUnsignedLongLong: return v.ullVal == ULLONG_MAX ? kNaN : double(v.ullVal);
+    case kValueSignedLongLong: return double(v.sllVal);
+    case kValueSignedInt: return double(v.siVal);
+    case kValueUnsignedShort: return double(v.usVal);
+    default: return kNaN;
+  }
 }
 
 }  // namespace nvml

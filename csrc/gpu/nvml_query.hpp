@@ -193,6 +193,9 @@ struct Gpu {
   std::shared_ptr<GpmState> gpm;  // set when the device supports GPM
 };
 
+// An nvmlValue_t of nvmlValueType_t `type` as a double (NaN for the "not available" markers, an unknown type).
+double value_as_double(int type, const Value& v);
+
 // Notes a lost device once; its channels read NaN from then on.
 void mark_lost(Gpu& g, const char* what, Calls& calls);
 // "gpu/<index>: "

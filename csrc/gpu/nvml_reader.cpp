@@ -79,6 +79,7 @@ void Reader::main() {
   try {
     if (discover() && describe()) {
       events_.open(lib_, gpus_, *this);
+      samples_open(lib_, gpus_, samples_);
       read_all(mono_now_ns());  // rates and the energy power start from here
       set_phase(kReady);
       loop();
@@ -88,6 +89,7 @@ void Reader::main() {
   } catch (...) {
     fail("GPU reader stopped by an unknown exception");
   }
+  samples_close(samples_);
   if (lib_.initialized)
     for (Gpu& g : gpus_) gpm_close(lib_, g, *this);  // GPM samples before the XID waiter may shut NVML down
   if (events_.close(kEventStopWaitNs, *this)) {  // else the XID thread shuts NVML down once its wait returns
@@ -265,6 +267,7 @@ void Reader::read_all(int64_t now) {
   std::string xid_note;
   if (events_.take_note(xid_note)) note(xid_note);
   published_.publish(now, scratch_.data());
+  samples_read(lib_, gpus_, now, samples_, *this);  // after the publish: never delays a reading
   if (tick_error_ != last_tick_error_) {
     last_tick_error_ = tick_error_;
     std::lock_guard<std::mutex> g(msg_mu_);
@@ -329,6 +332,8 @@ std::vector<std::map<std::string, std::string>> Reader::devices() const {
   std::vector<std::map<std::string, std::string>> out;
   bool described = phase() == kReady;
   for (const Gpu& g : gpus_) out.push_back(described ? g.info : undescribed(g.index));
+  if (described && samples_.token)  // the key of the driver samples' buffer (Python's drain_gpu_samples)
+    for (auto& d : out) d["driver_samples"] = std::to_string(samples_.token);
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include "gpu/nvml_events.hpp"
 #include "gpu/nvml_query.hpp"
+#include "gpu/nvml_samples.hpp"
 #include "gpu/nvml_select.hpp"
 
 namespace sysprof {
@@ -120,6 +121,7 @@ class Reader final : public Calls {
   Library lib_;
   std::vector<Gpu> gpus_;
   EventWaiter events_;  // XID events, on a thread of their own (nvml_events.hpp)
+  SampleReader samples_;  // the driver's buffered samples, every kSamplesNs (nvml_samples.hpp)
   std::vector<double> scratch_;  // the reading being taken
   std::string tick_error_, last_tick_error_;
   Published published_;

@@ -63,8 +63,12 @@ def cmd_report(args) -> int:
                              title=summary.get("command") or args.trace, smooth_s=args.smooth, phases=shaded)
     from sysprof.trace.gpu_events import xid_lines
     xids = xid_lines(data.instants, data.start_ts)  # GPU XID errors (critical), one line each
+    from sysprof.sampling.gpu_refresh import refresh_line
+    refresh = refresh_line(data.instants)  # each GPU channel's refresh period, measured at start
     if args.json:
         summary["gpu_xid_events"] = xids
+        if refresh is not None:
+            summary["gpu_refresh_at_start"] = refresh
         summary["verdict"] = jsonable(judged)
         if phases is not None:
             summary["phases"] = jsonable(phases_json(_kept(phases, keep)))
@@ -75,6 +79,8 @@ def cmd_report(args) -> int:
         print_table(summary, args.trace, show_all=args.all or bool(args.channel))
         for line in reason_lines(data):  # the names of gpu/<i>/clocks_event_reasons' bits
             print(line)
+        if refresh is not None:
+            print(refresh)
         if xids:
             print(f"\nGPU XID errors ({len(xids)}):")
             print("\n".join(f"  {line}" for line in xids))

@@ -218,8 +218,12 @@ class _Recording:
             self.builder.ts = self._ts = exact
         from ..trace.gpu_events import XidInstants
         self.xids = XidInstants(channels, lambda t_ns: self.builder.ts(t_ns), self.my_pid)  # GPU XID instants
-        from ..sampling.gpu_refresh import ChangeTracker
+        from ..sampling.gpu_refresh import ChangeTracker, StartRefresh
         self.refresh = ChangeTracker(channels)  # each GPU channel's refresh period as recorded: the stop event's
+        self.start_refresh = StartRefresh(self.sampler)  # ... and as measured at start (0.25 s at 1 ms, own thread)
+        from ..sampling.gpu_samples import SampleEvents
+        self.driver_samples = SampleEvents(lambda t_ns: self.builder.ts(t_ns), self.my_pid) if any(
+            c.startswith("gpu/") for c in channels) else None  # the driver's buffered samples, at their own times
         self.t_start_ns = time.time_ns()
         self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
         self.timeout = _Timeout(args.duration, args.kill_after)
@@ -336,6 +340,14 @@ class _Recording:
         events = self.builder.events(batch) if len(batch) else ()
         xids = self.xids.events(batch)
         self.refresh.update(batch)
+        measured = self.start_refresh.take()
+        if measured is not None:  # the refresh periods measured at start, once known
+            from ..sampling.gpu_refresh import REFRESH_EVENT
+            from ..trace.gpu_events import instant_event
+            at = int(batch.timestamps_ns[-1]) if len(batch) else time.time_ns()  # in order with the rows
+            xids.append(instant_event(REFRESH_EVENT, self._ts(at), self.my_pid, measured))
+        if self.driver_samples is not None:
+            xids = list(heapq.merge(xids, self.driver_samples.events(self.sampler.drain_gpu_samples()), key=_event_ts))
         if xids:
             events = heapq.merge(events, xids, key=_event_ts)
         if stop_ns is not None:
@@ -377,6 +389,8 @@ class _Recording:
             stop_args["returncode"] = self.returncode
         if self.refresh.cols:
             stop_args["gpu_refresh_s"] = self.refresh.periods()
+        if self.driver_samples is not None:
+            stop_args["gpu_samples"] = self.driver_samples.summary()
         members = getattr(sampler, "members", None)
         if members:  # process_tree: who held which slot when (Sampler.members)
             stop_args["process_tree_members"] = members

@@ -4,7 +4,8 @@
 Event layout (identical to Composer 0.32.1's ``JSONTraceHandler``; one JSON object per event):
 
 * duration: ``{"name", "cat", "ph": "B"|"E", "ts", "pid", "tid", "args": {"epoch", "batch"}}``
-* instant: ``{"name", "cat", "ph": "i", "ts", "pid", "tid", "args": {"epoch", "batch"}, "s": "p"}``
+* instant: ``{"name", "cat", "ph": "i", "ts", "pid", "tid", "args": {"epoch", "batch"}, "s": "p"}``; the system
+  profiler's (``gpu xid``, ``sysprof gpu_refresh``) as ``sysprof record`` writes them (``"s": "g"``, their args)
 * counter (``ph`` ``C``): ``{"name", "cat", "ph", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``; the
   system profiler's counters changes only by default (see :class:`JSONTraceHandler`'s ``changes_only``)
 * metadata (once per profiling cycle): ``{"name", "cat": "", "ph": "M", "ts", "pid", "tid", "args"}`` named
@@ -28,6 +29,7 @@ import time
 from typing import Any, Optional, Union
 
 from sysprof import distributed, forks
+from sysprof.trace.gpu_events import instant_event
 from sysprof.trace.chrome import ChromeTraceWriter, counter_args, is_gzip_path, read_trace
 from sysprof.trace.merge import TraceMerger, merge_traces
 from sysprof.trace.schema import units_event
@@ -111,15 +113,14 @@ def _counter_value(t: Any) -> int:
 class JSONTraceHandler(TraceHandler):
     """Write profiler events to Chrome trace-event JSON files, one file per profiling cycle (Composer's layout).
 
-    A profiling cycle starts at the first ``batch_start`` whose action is not SKIP and ends at the ``batch_end``
-    of an ACTIVE_AND_SAVE batch, when the cycle's file is saved as ``{folder}/{filename}`` (formatted with
-    :func:`format_name` and the timestamp at that ``batch_end``). Events are streamed: they are buffered
-    (at most 8192) and then encoded into a hidden ``.sysprof-rank<r>-<pid>.partial.json`` file in the folder,
-    which is renamed when the cycle is saved. Events recorded after the last save are saved by :meth:`close`
-    (name formatted with the final timestamp; ``.final`` is inserted before ``.json`` of the file name if this run
-    already saved a file of that name, or, without ``overwrite``, if that file exists; with ``overwrite`` an older
-    run's file is replaced),
-    unless they are only the cycle's metadata (metadata events are added to such a file if its cycle had none).
+    A profiling cycle starts at the first ``batch_start`` whose action is not SKIP and ends at the ``batch_end`` of an
+    ACTIVE_AND_SAVE batch, when the cycle's file is saved as ``{folder}/{filename}`` (formatted with
+    :func:`format_name` and the timestamp at that ``batch_end``). Events are streamed: they are buffered (at most
+    8192) and then encoded into a hidden ``.sysprof-rank<r>-<pid>.partial.json`` file in the folder, which is renamed
+    when the cycle is saved. Events recorded after the last save are saved by :meth:`close` (name formatted with the
+    final timestamp; ``.final`` is inserted before ``.json`` of the file name if this run already saved a file of that
+    name, or, without ``overwrite``, if that file exists; with ``overwrite`` an older run's file is replaced), unless
+    they are only the cycle's metadata (metadata events are added to such a file if its cycle had none).
 
     Args:
         folder: folder template (``{run_name}`` and dist fields); created at ``init``.
@@ -131,14 +132,14 @@ class JSONTraceHandler(TraceHandler):
         merged_trace_remote_file_name: upload name of the merged trace; ``None`` disables the upload.
         overwrite: allow a non-empty folder (otherwise ``init`` raises ``FileExistsError``).
         num_traces_to_keep: how many saved cycle files to keep on disk (oldest removed first); ``-1`` keeps all.
-        changes_only: the system profiler's counters (:meth:`process_counter_rows`) as ``sysprof record`` writes
-            them: a counter's event only at a sample where one of its values changed (an idle disk or NIC costs
-            nothing), plus every counter at the first sample of each cycle file and again at its last (so each
-            saved file stands alone, and a value holds until the next event, as Chrome's and Perfetto's counter
-            tracks draw it, and as Composer's tools read it). NaN and +/-inf keys are left out; where all of a
-            counter's keys turn unknown, an event with ``"args": {}`` ends its old values. ``False``: an event
-            per counter and sample (Composer's density; an event with no finite key is not written). Counters
-            given one at a time (``process_counter_event``, markers) are always written as given.
+        changes_only: the system profiler's counters (:meth:`process_counter_rows`) as ``sysprof record`` writes them:
+            a counter's event only at a sample where one of its values changed (an idle disk or NIC costs nothing),
+            plus every counter at the first sample of each cycle file and again at its last (so each saved file stands
+            alone, and a value holds until the next event, as Chrome's and Perfetto's counter tracks draw it, and as
+            Composer's tools read it). NaN and +/-inf keys are left out; where all of a counter's keys turn unknown,
+            an event with ``"args": {}`` ends its old values. ``False``: an event per counter and sample (Composer's
+            density; an event with no finite key is not written). Counters given one at a time
+            (``process_counter_event``, markers) are always written as given.
 
     Raises (at ``init``, before training):
         FileExistsError: the folder is not empty and ``overwrite`` is false.
@@ -159,18 +160,11 @@ class JSONTraceHandler(TraceHandler):
         """An event's ``ts`` for wall-clock ``wall_ns``: integer µs, as in Composer's layout."""
         return wall_ns // 1000
 
-    def __init__(
-        self,
-        folder: str = "{run_name}/traces",
-        filename: str = "ep{epoch}-ba{batch}-rank{rank}.json",
-        remote_file_name: Optional[str] = "{run_name}/traces/ep{epoch}-ba{batch}-rank{rank}.json",
-        merged_trace_filename: Optional[str] = "merged_trace.json",
-        merged_trace_remote_file_name: Optional[str] = "{run_name}/traces/merged_trace.json",
-        *,
-        overwrite: bool = False,
-        num_traces_to_keep: int = -1,
-        changes_only: bool = True,
-    ) -> None:
+    def __init__(self, folder: str = "{run_name}/traces", filename: str = "ep{epoch}-ba{batch}-rank{rank}.json",
+                 remote_file_name: Optional[str] = "{run_name}/traces/ep{epoch}-ba{batch}-rank{rank}.json",
+                 merged_trace_filename: Optional[str] = "merged_trace.json",
+                 merged_trace_remote_file_name: Optional[str] = "{run_name}/traces/merged_trace.json", *,
+                 overwrite: bool = False, num_traces_to_keep: int = -1, changes_only: bool = True) -> None:
         super().__init__()
         self.folder = folder
         self.filename = filename
@@ -221,6 +215,12 @@ class JSONTraceHandler(TraceHandler):
         pending.append((_I, name, categories, wall_clock_time_ns, timestamp))
         if len(pending) > _MAX_PENDING:
             self._write_pending()
+
+    def process_system_instant(self, name: str, categories: Union[list, tuple], timestamp: Any,
+                               wall_clock_time_ns: int, args: dict) -> None:
+        """An instant with ``args`` of its own, as ``sysprof record`` writes it; ``pid`` the rank, ``tid`` ours."""
+        event = instant_event(name, self._ts(wall_clock_time_ns), self._rank, dict(args), tid=self._tid)
+        self._pending.append((_RAW, dict(event, cat=",".join(categories))))
 
     def process_counter_event(self, name: str, categories: Union[list, tuple], timestamp: Any,
                               wall_clock_time_ns: int, values: dict) -> None:

@@ -27,6 +27,7 @@ from sysprof.profiler.callback import Callback, event_name
 from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
+from sysprof.profiler.system_instants import SystemInstants
 from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
 from sysprof.trace.tracks import Changes, TrackLayout
 
@@ -276,6 +277,7 @@ class SystemProfiler(Callback):
         self.intervals = dict(intervals or {})
         self.gpu_interval_seconds = gpu_interval_seconds
         self.sampler: Any = None
+        self._instants: Any = None  # the SystemInstants of the running sampler
         self._layout: Optional[TrackLayout] = None
         self._log = _RecordingLog()
         self._lock = threading.RLock()
@@ -361,6 +363,7 @@ class SystemProfiler(Callback):
             self._summaries.bind(channels)
         self._observe(state)
         sampler.start()
+        self._instants = SystemInstants(sampler)  # GPU XIDs, the GPU refresh periods at start (their own thread)
         self._last_drain = time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._drain_loop, name="sysprof-drain", daemon=True)
@@ -468,6 +471,8 @@ class SystemProfiler(Callback):
             self._counts["rows_drained"] += n
             if self._summaries is not None:
                 self._summaries.add(batch)
+            if self._instants is not None:
+                self._instants.send(self._handlers(), self._instants.take(batch, self._log, _now_ns()))
             if n:
                 ts = batch.timestamps_ns
                 mask, step = self._log.classify(ts)

@@ -126,6 +126,21 @@ class TraceHandler(Callback):
         """Record an instant event."""
         del name, categories, timestamp, wall_clock_time_ns
 
+    def process_system_instant(
+        self,
+        name: str,
+        categories: Union[list, tuple],
+        timestamp: Any,
+        wall_clock_time_ns: int,
+        args: dict,
+    ) -> None:
+        """sysprof extension: an instant of the system profiler carrying ``args`` of its own (a GPU XID, the GPU
+        refresh periods measured at start). The default records it as :meth:`process_instant_event` (Composer's
+        instants carry no args); sysprof's handlers write ``args`` as ``record`` does."""
+        del args
+        self.process_instant_event(name=name, categories=categories, timestamp=timestamp,
+                                   wall_clock_time_ns=wall_clock_time_ns)
+
     def process_counter_event(
         self,
         name: str,

@@ -7,14 +7,32 @@ median time between two changes of its value: the period the driver refreshes it
 tell. A channel that changed fewer than twice in the moment gets ``None`` and ``at_least_s`` (its period is
 longer than the moment allows to see, or it did not move: a constant such as ``memory_total_bytes``). Used by
 ``sysprof info`` and ``benchmarks/gpu_check.py``; the same rule (:func:`change_period`) applies to any rows.
+
+At start (:class:`StartRefresh`): ``sysprof record``, :class:`sysprof.SystemProfiler` and :class:`sysprof.Profiler`
+measure the same way for :data:`START_SECONDS` (0.25 s at 1 ms) on a one-shot thread of their own, with a sampler
+of its own (GPU only), while the recording's sampler already runs: the start is not delayed, the caller never
+waits, and the recording's GPU interval stays as asked. (The GPU reader thread's first moments were the other
+choice: it would have needed a second copy of the change rule in C++ and in the pynvml poller, and would have
+read the recording's own GPU slice at 1 ms.) The result goes into the trace once known, as the instant
+:data:`REFRESH_EVENT` ``{"window_s", "read_interval_s", "backend", "periods_s": {channel: seconds or null}}`` (or
+``{"error": why, "periods_s": {}}``), and ``report`` prints it in one line (:func:`refresh_line`).
 """
 from __future__ import annotations
 
 import math
+import threading
 import time
 from typing import Dict, Optional
 
 HOST_OFF = dict(cpu=False, memory=False, disk=False, net=False)
+#: how long the start's measurement reads, and the name of its trace event
+START_SECONDS = 0.25
+REFRESH_EVENT = "sysprof gpu_refresh"
+
+
+def polled(channel: str) -> bool:
+    """A GPU channel that is read (not an XID counter, which events drive)."""
+    return channel.startswith("gpu/") and "/xid_" not in channel
 
 
 def change_period(timestamps_ns, values) -> Dict[str, Optional[float]]:
@@ -35,16 +53,17 @@ def change_period(timestamps_ns, values) -> Dict[str, Optional[float]]:
     return {"period_s": float(np.median(np.diff(at))) / 1e9, "changes": int(len(at)), "at_least_s": None}
 
 
-def measure_refresh(seconds: float = 0.5, backend: str = "auto") -> Dict[str, object]:
-    """Reads the GPUs every 1 ms for ``seconds`` (a separate sampler) and returns ``{"window_s", "backend",
-    "channels": {channel: change_period(...)}}``, or ``{"error": why}`` when no GPU channel is there."""
+def measure_refresh(seconds: float = 0.5, backend: str = "auto", gpus=None) -> Dict[str, object]:
+    """Reads the GPUs (``gpus``: as :class:`sysprof.Sampler`'s) every 1 ms for ``seconds`` (a separate sampler)
+    and returns ``{"window_s", "backend", "channels": {channel: change_period(...)}}``, or ``{"error": why}`` when
+    no GPU channel is there."""
     from .sampler import Sampler
 
     try:
-        s = Sampler(interval=0.001, gpu_interval=0.001, gpu=True, backend=backend, **HOST_OFF)
+        s = Sampler(interval=0.001, gpu_interval=0.001, gpu=True, backend=backend, gpus=gpus, **HOST_OFF)
     except Exception as e:  # noqa: BLE001 - a diagnostic: the reason is the answer
         return {"error": f"{type(e).__name__}: {e}"}
-    gpu = [c for c in s.channels if c.startswith("gpu/") and "/xid_" not in c]  # XIDs are events, not polled
+    gpu = [c for c in s.channels if polled(c)]  # XIDs are events, not polled
     if not gpu:
         return {"error": s.errors.get("gpu", "no GPU channels")}
     s.start()
@@ -71,7 +90,7 @@ class ChangeTracker:
     MAX_GAPS = 4096
 
     def __init__(self, channels) -> None:
-        self.cols = [(c, i) for i, c in enumerate(channels) if c.startswith("gpu/") and "/xid_" not in c]
+        self.cols = [(c, i) for i, c in enumerate(channels) if polled(c)]
         self.last_v = [math.nan] * len(self.cols)
         self.last_change = [None] * len(self.cols)
         self.gaps = [[] for _ in self.cols]
@@ -105,3 +124,65 @@ class ChangeTracker:
     def periods(self) -> Dict[str, Optional[float]]:
         """channel -> median seconds between changes, None with fewer than two changes seen."""
         return {c: (float(sorted(g)[len(g) // 2]) / 1e9 if g else None) for (c, _), g in zip(self.cols, self.gaps)}
+
+
+class StartRefresh:
+    """The refresh periods of ``sampler``'s GPU channels, measured at start on a one-shot daemon thread (see the
+    module's docstring); :meth:`take` gives the :data:`REFRESH_EVENT`'s args once, when known (else None)."""
+
+    def __init__(self, sampler, seconds: float = START_SECONDS) -> None:
+        self.channels = [c for c in getattr(sampler, "channels", ()) if polled(c)]
+        self.args: Optional[dict] = None
+        self.taken = False
+        if not self.channels:
+            self.taken = True  # nothing to measure, nothing to write
+            return
+        backend = getattr(sampler, "backend", "auto")
+        gpus = [str(d["index"]) for d in getattr(sampler, "devices", []) if "index" in d] or None
+        threading.Thread(target=self._run, args=(float(seconds), backend, gpus), name="sysprof-gpu-refresh",
+                         daemon=True).start()
+
+    def _run(self, seconds: float, backend: str, gpus) -> None:
+        try:
+            r = measure_refresh(seconds, backend=backend, gpus=gpus)
+        except Exception as e:  # noqa: BLE001 - never raises into anyone
+            r = {"error": f"{type(e).__name__}: {e}"}
+        self.args = refresh_args(r, self.channels)
+
+    def take(self) -> Optional[dict]:
+        """The event's args the first time they are known, else None."""
+        args = self.args
+        if args is None or self.taken:
+            return None
+        self.taken = True
+        return args
+
+
+def refresh_args(measured: Dict[str, object], channels) -> dict:
+    """:data:`REFRESH_EVENT`'s args for ``channels`` from :func:`measure_refresh`'s answer: ``periods_s`` holds
+    every channel, None where fewer than two changes were seen (or the measuring sampler lacks it)."""
+    if "error" in measured:
+        return {"error": str(measured["error"]), "periods_s": {}}
+    seen = measured.get("channels", {})
+    return {"window_s": measured.get("window_s"), "read_interval_s": 0.001, "backend": measured.get("backend"),
+            "periods_s": {c: seen[c]["period_s"] if c in seen else None for c in channels}}
+
+
+def refresh_line(instants) -> Optional[str]:
+    """``report``'s one line for a trace's :data:`REFRESH_EVENT` (``TraceData.instants``), or None without one:
+    the fastest channels first, then how many changed too rarely to tell."""
+    for i in instants:
+        if i.name != REFRESH_EVENT or not isinstance(i.args, dict):
+            continue
+        a = i.args
+        if "error" in a:
+            return f"GPU refresh periods at start: not measured ({a['error']})"
+        periods = a.get("periods_s") or {}
+        known = sorted((p, c) for c, p in periods.items() if isinstance(p, (int, float)))
+        slow = len(periods) - len(known)
+        shown = ", ".join(f"{c} {p * 1e3:.3g} ms" for p, c in known[:6]) + (", ..." if len(known) > 6 else "")
+        window = a.get("window_s")
+        w = f"{window:g} s at 1 ms" if isinstance(window, (int, float)) else "at start"
+        return (f"GPU refresh periods at start ({w}): {shown or 'none seen'}"
+                f"{f'; {slow} changed too rarely to tell' if slow else ''}")
+    return None

@@ -133,6 +133,7 @@ def device(d: dict) -> dict:
     for k in ("index", "cuda_index"):
         if k in d:
             d[k] = int(d[k])
+    d.pop("driver_samples", None)  # the native reader's buffer key (gpu_samples.drain reads it), not a fact
     if isinstance(d.get("mig_instances"), str):
         d["mig_instances"] = [u for u in d["mig_instances"].split(",") if u]
     return d

@@ -311,6 +311,11 @@ class Sampler:
             out.append(gpu_device(d))
         return out
 
+    def drain_gpu_samples(self):
+        """The driver's buffered GPU samples since the last call (:func:`sysprof.sampling.gpu_samples.drain`)."""
+        from .gpu_samples import drain
+        return drain(self)
+
     @property
     def members(self) -> List[Dict[str, object]]:
         """Who held which ``process_tree`` slot when (``process_tree=True``), read live, oldest first: one dict

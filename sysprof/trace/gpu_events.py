@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 XID_EVENT = "gpu xid"
 
@@ -58,7 +58,7 @@ class XidInstants:
     """Instant events for the steps of every ``gpu/<i>/xid_total`` among ``channels``; ``ts(t_ns)`` gives an
     event's ``ts`` (the trace writer's rule), ``pid`` its process (the system's)."""
 
-    def __init__(self, channels: Sequence[str], ts: Callable[[int], object], pid) -> None:
+    def __init__(self, channels: Sequence[str], ts: Optional[Callable[[int], object]] = None, pid=None) -> None:
         index = {c: i for i, c in enumerate(channels)}
         self.columns = []  # (gpu, xid_total column, xid_last column or None)
         for c, i in index.items():
@@ -69,8 +69,10 @@ class XidInstants:
         self.prev = [0.0] * len(self.columns)  # the counters start at 0 when the sampler opens
         self.ts, self.pid = ts, pid
 
-    def events(self, batch) -> List[dict]:
-        """The instants of ``batch`` (``timestamps_ns``, ``values``), in time order."""
+    def found(self, batch) -> List[Tuple[int, dict]]:
+        """``(t_ns, args)`` of each XID step in ``batch`` (``timestamps_ns``, ``values``), in time order: the one
+        place an XID instant's args are made (``record``'s trace via :meth:`events`, the Composer path's via
+        :mod:`sysprof.profiler.system_instants`)."""
         if not self.columns or len(batch) == 0:
             return []
         import numpy as np
@@ -84,14 +86,22 @@ class XidInstants:
             rows = np.flatnonzero(np.isfinite(col) & (col > prev))
             for r in rows.tolist():
                 code = float(batch.values[r, il]) if il is not None else math.nan
-                out.append((int(batch.timestamps_ns[r]), k, {
-                    "name": XID_EVENT, "ph": "i", "s": "g", "ts": self.ts(int(batch.timestamps_ns[r])),
-                    "pid": self.pid, "tid": 0, "args": xid_args(gpu, code, int(col[r] - prev[r]))}))
+                out.append((int(batch.timestamps_ns[r]), k, xid_args(gpu, code, int(col[r] - prev[r]))))
             finite = col[np.isfinite(col)]
             if len(finite):
                 self.prev[k] = float(finite[-1])
         out.sort(key=lambda e: (e[0], e[1]))
-        return [e for _, _, e in out]
+        return [(t, args) for t, _, args in out]
+
+    def events(self, batch) -> List[dict]:
+        """The instants of ``batch`` as events of ``record``'s trace (``ts`` by ``self.ts``, ``pid``), in time order."""
+        return [instant_event(XID_EVENT, self.ts(t), self.pid, args) for t, args in self.found(batch)]
+
+
+def instant_event(name: str, ts, pid, args: dict, tid=0) -> dict:
+    """A global instant event carrying ``args`` (XIDs, the start's GPU refresh periods), as every trace of sysprof
+    writes it."""
+    return {"name": name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": tid, "args": args}
 
 
 def _carry_forward(a):

@@ -61,6 +61,7 @@
  * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -686,13 +687,18 @@ typedef struct {
 } nvmlEventData_t;
 _Static_assert(sizeof(nvmlEventData_t) == 32 && offsetof(nvmlEventData_t, eventData) == 16, "event data");
 
-struct fake_event_set { int id; };
-static struct fake_event_set event_set = {1};
+/* Several sets at once, as NVML allows (a sampler's waiter and the one of the refresh measurement at start): each
+ * set has its own registrations and its own place in the script, so every set gets every XID (of the devices it
+ * registered). The script and the modes are read again when a set is created while no other lives. */
+#define MAX_SETS 4
+struct fake_event_set { int live, sent; unsigned long long registered[MAX_DEVICES]; };
+static struct fake_event_set event_sets[MAX_SETS];
 #define MAX_XIDS 16
 static struct { int dev; unsigned long long xid; long long at_ns; } xids[MAX_XIDS];
 static int nxids, xids_sent, events_unsupported, wait_error;
-static unsigned long long registered_events[MAX_DEVICES];
+static pthread_mutex_t sets_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The most XIDs any one set was given. */
 EXPORT int fake_nvml_xids_sent(void) { return __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST); }
 
 static void parse_xids(void) {
@@ -709,31 +715,52 @@ static void parse_xids(void) {
     xids[nxids].xid = (unsigned long long)xid;
     xids[nxids].at_ns = ms * 1000000ll;
     ++nxids;
-    p = *end == ',' ? end + 1 : end;
+    if (*end != ',') break;
+    p = end + 1;
   }
 }
-
+static struct fake_event_set *live_set(nvmlEventSet_t set) {
+  for (int i = 0; i < MAX_SETS; ++i)
+    if (set == &event_sets[i] && __atomic_load_n(&event_sets[i].live, __ATOMIC_SEQ_CST)) return &event_sets[i];
+  return NULL;
+}
 EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
   bump("nvmlEventSetCreate", -1);
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
-  parse_xids();
-  __atomic_store_n(&xids_sent, 0, __ATOMIC_SEQ_CST);
-  events_unsupported = (int)env_long("FAKE_NVML_EVENTS_UNSUPPORTED", 0);
-  wait_error = (int)env_long("FAKE_NVML_WAIT_ERROR", 0);
-  memset(registered_events, 0, sizeof registered_events);
-  *set = &event_set;
+  pthread_mutex_lock(&sets_mu);
+  int any = 0, free_at = -1;
+  for (int i = 0; i < MAX_SETS; ++i) {
+    if (event_sets[i].live) any = 1;
+    else if (free_at < 0) free_at = i;
+  }
+  if (!any) {
+    parse_xids();
+    __atomic_store_n(&xids_sent, 0, __ATOMIC_SEQ_CST);
+    events_unsupported = (int)env_long("FAKE_NVML_EVENTS_UNSUPPORTED", 0);
+    wait_error = (int)env_long("FAKE_NVML_WAIT_ERROR", 0);
+  }
+  if (free_at < 0) {
+    pthread_mutex_unlock(&sets_mu);
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  struct fake_event_set *s = &event_sets[free_at];
+  memset(s, 0, sizeof *s);
+  __atomic_store_n(&s->live, 1, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&sets_mu);
+  *set = s;
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t set) {
   ENTER("nvmlDeviceRegisterEvents", dev);
-  if (set != &event_set || types == 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  struct fake_event_set *s = live_set(set);
+  if (!s || types == 0) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (events_unsupported && d == 1) return leave(NVML_ERROR_NOT_SUPPORTED);
-  __atomic_or_fetch(&registered_events[d], types & EVENT_XID, __ATOMIC_SEQ_CST);
+  __atomic_or_fetch(&s->registered[d], types & EVENT_XID, __ATOMIC_SEQ_CST);
   return leave(NVML_SUCCESS);
 }
-/* The next scripted XID, in order, once due: its index, or -1; *due: when the next one is due (-1: none). */
-static int next_xid(long long now_rel, long long *due) {
-  int i = __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST);
+/* The set's next scripted XID, in order, once due: its index, or -1; *due: when the next one is due (-1: none). */
+static int next_xid(const struct fake_event_set *s, long long now_rel, long long *due) {
+  int i = s->sent;
   *due = -1;
   if (i >= nxids) return -1;
   if (xids[i].at_ns > now_rel) {
@@ -750,16 +777,21 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
     __atomic_add_fetch(&uninitialized_calls, 1, __ATOMIC_SEQ_CST);
     return leave(NVML_ERROR_UNINITIALIZED);
   }
-  if (set != &event_set || !data) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  struct fake_event_set *s = live_set(set);
+  if (!s || !data) return leave(NVML_ERROR_INVALID_ARGUMENT);
   if (wait_error) return leave(wait_error);
   long long deadline = mono_ns() + (long long)timeoutms * 1000000ll;
   for (;;) {
     long long now = mono_ns(), due;
-    int i = next_xid(now - t0_ns, &due);
+    int i = next_xid(s, now - t0_ns, &due);
     if (i >= 0) {
-      __atomic_store_n(&xids_sent, i + 1, __ATOMIC_SEQ_CST);  /* one waiter: no race on the order */
+      s->sent = i + 1;  /* one waiter per set: no race on its order */
+      int most = __atomic_load_n(&xids_sent, __ATOMIC_SEQ_CST);
+      while (s->sent > most && !__atomic_compare_exchange_n(&xids_sent, &most, s->sent, 0, __ATOMIC_SEQ_CST,
+                                                            __ATOMIC_SEQ_CST)) {
+      }
       int dev = xids[i].dev;
-      if (dev < 0 || dev >= cfg_devices || !(registered_events[dev] & EVENT_XID)) continue;  /* not delivered */
+      if (dev < 0 || dev >= cfg_devices || !(s->registered[dev] & EVENT_XID)) continue;  /* not delivered */
       memset(data, 0, sizeof *data);
       data->device = &devices[dev];
       data->eventType = EVENT_XID;
@@ -777,43 +809,66 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *dat
 EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   bump("nvmlEventSetFree", -1);
   if (refcount <= 0) return NVML_ERROR_UNINITIALIZED;
-  return set == &event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+  struct fake_event_set *s = live_set(set);
+  if (!s) return NVML_ERROR_INVALID_ARGUMENT;
+  __atomic_store_n(&s->live, 0, __ATOMIC_SEQ_CST);
+  return NVML_SUCCESS;
 }
 #endif
 
-/* ---- the driver's buffered samples (nvmlDeviceGetSamples), for benchmarks/gpu_check.py ----
- * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s), for NVML_TOTAL_POWER_SAMPLES (0:
- * 250000 + 1000 (k % 10) mW, unsigned int), NVML_GPU_UTILIZATION_SAMPLES (1: k % 101 %) and NVML_PROCESSOR_CLK_SAMPLES
- * (5: 1500 + k % 10 MHz); k = the sample's number counted from the first nvmlInit (negative before it: the buffer is
- * always full), its timeStamp the CLOCK_REALTIME us of that moment. Only samples newer than lastSeenTimeStamp are returned; samples NULL asks for the count. Other types,
- * and device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol. */
+/* ---- the driver's buffered samples (nvmlDeviceGetSamples): benchmarks/gpu_check.py, and the driver_samples series
+ * (csrc/gpu/nvml_samples.hpp, sysprof/sampling/portable/nvml_samples.py) ----
+ * Device 0 keeps a sample every 20 ms of the fake's clock, the latest 50 (1 s): sample k (counted from the first
+ * nvmlInit; negative before it: the buffer is always full) has the timeStamp W + 20000 k (CLOCK_REALTIME us; W =
+ * fake_nvml_samples_wall0_us(), fixed at the first call) and, as an unsigned int,
+ *   NVML_TOTAL_POWER_SAMPLES (0)   250000 + 1000 (k % 10) mW
+ *   NVML_GPU_UTILIZATION_SAMPLES (1)  k % 101 %
+ *   NVML_PROCESSOR_CLK_SAMPLES (5) 1500 + k % 10 MHz
+ *   NVML_MEMORY_CLK_SAMPLES (6)    2600 + k % 10 MHz
+ * Only samples newer than lastSeenTimeStamp are returned, NVML_ERROR_NOT_FOUND when there is none; samples NULL
+ * asks for the count to allocate (50). NVML_MEMORY_UTILIZATION_SAMPLES (2), other types, and every type on
+ * device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol (an older driver). */
 #ifndef FAKE_NVML_MINIMAL
 typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
-_Static_assert(sizeof(nvmlSample_t) == 16, "sample");
+_Static_assert(sizeof(nvmlSample_t) == 16 && offsetof(nvmlSample_t, sampleValue) == 8, "nvmlSample_t");
 #define SAMPLE_NS 20000000ll
 #define SAMPLES_KEPT 50
+static long long samples_wall0_us = -1;
+EXPORT long long fake_nvml_samples_wall0_us(void) { return __atomic_load_n(&samples_wall0_us, __ATOMIC_SEQ_CST); }
+static unsigned sample_value(int type, long long k) {
+  long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
+  switch (type) {
+    case 0: return (unsigned)(250000 + 1000 * k10);
+    case 1: return (unsigned)k101;
+    case 5: return (unsigned)(1500 + k10);
+    default: return (unsigned)(2600 + k10);
+  }
+}
 EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned long long last_seen, int *value_type,
                                          unsigned int *count, nvmlSample_t *samples) {
   ENTER("nvmlDeviceGetSamples", dev);
   if (!count || !value_type) return leave(NVML_ERROR_INVALID_ARGUMENT);
-  if (d != 0 || !(type == 0 || type == 1 || type == 5)) return leave(NVML_ERROR_NOT_SUPPORTED);
-  long long now = mono_ns(), wall0 = wall_ns() - (now - t0_ns);
+  if (d != 0 || !(type == 0 || type == 1 || type == 5 || type == 6)) return leave(NVML_ERROR_NOT_SUPPORTED);
+  long long now = mono_ns();
+  long long w = -1, mine = (wall_ns() - (now - t0_ns)) / 1000;
+  __atomic_compare_exchange_n(&samples_wall0_us, &w, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  long long wall0 = fake_nvml_samples_wall0_us();
   long long newest = (now - t0_ns) / SAMPLE_NS, first = newest - SAMPLES_KEPT + 1;
   unsigned got = 0, cap = *count;
+  *value_type = VT_UINT;
+  if (!samples) {
+    *count = SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
+    return leave(NVML_SUCCESS);
+  }
   for (long long k = first; k <= newest; ++k) {
-    unsigned long long ts = (unsigned long long)((wall0 + k * SAMPLE_NS) / 1000);
+    unsigned long long ts = (unsigned long long)(wall0 + k * (SAMPLE_NS / 1000));
     if (ts <= last_seen) continue;
-    if (samples) {
-      if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-      samples[got].timeStamp = ts;
-      long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
-      samples[got].sampleValue.uiVal = type == 0 ? (unsigned)(250000 + 1000 * k10) : type == 1 ? (unsigned)k101
-                                                                                        : (unsigned)(1500 + k10);
-    }
+    if (got >= cap) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    samples[got].timeStamp = ts;
+    samples[got].sampleValue.uiVal = sample_value(type, k);
     ++got;
   }
-  *value_type = VT_UINT;
-  *count = samples ? got : SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
-  return leave(NVML_SUCCESS);
+  *count = got;
+  return leave(got ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND);
 }
 #endif

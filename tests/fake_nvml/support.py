@@ -85,6 +85,11 @@ class Fake:
         """GPM samples allocated now."""
         return self.lib.fake_nvml_gpm_live()
 
+    def samples_wall0_us(self) -> int:
+        """W of the driver samples' timestamps (W + 20000 k us), -1 before the first nvmlDeviceGetSamples."""
+        self.lib.fake_nvml_samples_wall0_us.restype = ctypes.c_longlong
+        return self.lib.fake_nvml_samples_wall0_us()
+
     def hanging(self) -> int:
         return self.lib.fake_nvml_hanging()
 
@@ -126,6 +131,13 @@ def fresh_pynvml():
     gc.collect()
     pynvml.nvmlLib = saved
     pynvml._nvmlGetFunctionPointer_cache.clear()
+
+
+def expected_sample(series: str, k: int) -> float:
+    """The fake's driver sample k of a gpu/0 series, in base units (fake_nvml.c, nvmlDeviceGetSamples)."""
+    return {"power_samples_watts": 250.0 + k % 10, "utilization_samples_percent": float(k % 101),
+            "sm_clock_samples_hz": (1500 + k % 10) * 1e6, "memory_clock_samples_hz": (2600 + k % 10) * 1e6}[
+        series.rsplit("/", 1)[-1]]
 
 
 def expected_levels(d: int, n: int, *, v2: bool = True, field_power: bool = True) -> dict:

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from sysprof import forks
 
 from .nvml_events import XidWaiter
+from .nvml_samples import DriverSampleReader
 from .nvml_library import library_path, probe_library
 from .nvml_query import Abandoned, GpuReader, NvmlState
 from .nvml_table import CHANNELS, METRICS
@@ -106,6 +107,7 @@ class _Poller:
             self._set("layout")
             state.describe()
             state.events = XidWaiter(state)
+            state.samples = DriverSampleReader(state)  # the driver's buffered samples (nvml_samples.py)
             reader = GpuReader(state)
             t = time.monotonic()
             self.latest = (t, reader.read(t))  # baselines for the rates
@@ -132,6 +134,7 @@ class _Poller:
                 with self.cond:
                     self.latest = (t, values)
                     self.cond.notify_all()
+                state.samples.read(t)  # after the reading is published: never delays it
         except Abandoned:
             pass
         except Exception as exc:  # noqa: BLE001 - the channels read NaN from now on

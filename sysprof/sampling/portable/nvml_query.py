@@ -91,6 +91,7 @@ class NvmlState:
         self._finalizer.atexit = False
         self.notes: List[str] = []
         self.events = None  # the XidWaiter (nvml_events.py), opened by the poller after discovery
+        self.samples = None  # the DriverSampleReader (nvml_samples.py), made by the poller after discovery
         self.report: Optional[Callable[[str], None]] = None
         self.getters = _getters(pynvml)
         try:
