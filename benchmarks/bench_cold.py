@@ -2,10 +2,12 @@
 
 A tick after a 1 ms sleep finds its data and code evicted; what it pays is mostly one miss per cache line it
 touches, and that is what the paced ratio (bench_paced) measures, through noise. benchmarks/tick_cold.cpp runs
-ticks of the default sources (with a default Sampler's device rules) on this machine's /proc, each after running
-64 KiB of code and writing a 4 MiB buffer, under valgrind's cachegrind (I1/D1 32 KiB, LL 1 MiB): the tick's own
-functions' last-level data misses per tick are the data lines it brings in, its I1 misses the distinct code lines
-it runs, the same counts on a quiet or a loaded machine. Built from csrc/ with the extension's flags (-O3); needs
+ticks of the default sources (with a default Sampler's device rules) on a copy of this machine's /proc files whose
+counters advance at fixed rates per tick (the cpu line every 5th, MemFree and busy interfaces every tick, busy
+disks every 10th: the paths a 1 kHz tick takes, the same in every run), each after running 64 KiB of code and
+writing a 4 MiB buffer, under valgrind's cachegrind (I1/D1 32 KiB, LL 1 MiB): the tick's own functions'
+last-level data misses per tick are the data lines it brings in, its I1 misses the distinct code lines it runs,
+the same counts on a quiet or a loaded machine. Built from csrc/ with the extension's flags (-O3); needs
 g++ and valgrind, else the section says why.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from bench_util import REPO, HERE, table
 
 TOP = 16  # functions in the breakdown, by data + code lines (those under half a line a tick left out)
-LEFT_OUT = re.compile(r":(main|evict|kernel_copy_model|pread|_dl_\w*|do_lookup_x|__libc_start\w*)(\(.*\))?$|dl-|malloc|memset")
+LEFT_OUT = re.compile(r"Fixture|slurp|basic_(i|o)?stringstream|:(main|evict|kernel_copy_model|pread|pwritev\w*|__libc_pwritev\w*|_dl_\w*|do_lookup_x|__libc_start\w*)(\(.*\))?$|dl-|malloc|memset")
 
 
 def _build(workdir: str, opt: str = "-O3") -> Optional[str]:
@@ -30,7 +32,7 @@ def _build(workdir: str, opt: str = "-O3") -> Optional[str]:
         return "no g++ on PATH"
     srcs = [p for p in glob.glob(os.path.join(REPO, "csrc", "**", "*.cpp"), recursive=True)
             if "/tests/" not in p and not p.endswith("bindings.cpp")]
-    cmd = [gxx, "-std=c++17", opt, "-DNDEBUG", "-I", os.path.join(REPO, "csrc"),
+    cmd = [gxx, "-std=c++17", *opt.split(), "-DNDEBUG", "-I", os.path.join(REPO, "csrc"),
            os.path.join(HERE, "tick_cold.cpp"), *srcs, "-o", os.path.join(workdir, "tick_cold"), "-lpthread", "-ldl"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     return f"g++ failed: {r.stderr.strip()[-400:]}" if r.returncode else None
@@ -120,8 +122,6 @@ def bench_cold(cfg, sysprof=None, opt: str = "-O3", small_i1: bool = True) -> Di
         m = merged.setdefault(_short(fn), [0, 0, 0])
         for k in range(3):
             m[k] += v[k]
-    for fn in code_of:
-        merged.setdefault(fn, [0, 0, 0])
     funcs = sorted(((per(v[1] + v[2] + code_of.get(fn, 0)), per(v[1] + v[2]), per(v[1]), per(v[2]),
                      per(code_of.get(fn, 0)), per(v[0]), fn) for fn, v in merged.items()), reverse=True)
     keys = ("all_lines", "lines", "read", "write", "code", "instructions", "function")
