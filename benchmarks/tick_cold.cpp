@@ -38,6 +38,7 @@ __attribute__((noinline)) void evict() {
 __attribute__((noinline)) void kernel_copy_model(void* p, ssize_t n) {
   volatile char* c = static_cast<volatile char*>(p);
   for (ssize_t i = 0; i < n; i += 64) c[i] = c[i];
+  if (n > 0) c[n - 1] = c[n - 1];  // the last line too, where the buffer does not start on a line
 }
 
 // The body of Sampler::run's loop (engine/sampler.cpp) between its clock reads: no reader has asked for latest(),

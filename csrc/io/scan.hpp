@@ -49,16 +49,6 @@ inline bool parse_u64(Cursor& c, uint64_t& v) {
   return true;
 }
 
-// Up to `max` blank-separated numbers into out[0, n); returns n, stopping at the first field that is not one
-// (as parse_u64: blanks before it are skipped). Out of line, one copy: every parser of a row of counters
-// (/proc/stat cpu lines, diskstats, net/dev) runs this loop, so a tick runs its code once, not a copy inlined
-// and unrolled per parser and per field.
-__attribute__((noinline, noclone)) inline size_t parse_u64s(Cursor& c, uint64_t* out, size_t max) {
-  size_t n = 0;
-  while (n < max && parse_u64(c, out[n])) ++n;
-  return n;
-}
-
 // Signed integer (some /proc/<pid>/stat fields are signed).
 inline bool parse_i64(Cursor& c, int64_t& v) {
   skip_blanks(c);

@@ -26,10 +26,10 @@ inline int parse_diskstats_line(Cursor c, DiskstatsLine& l) {
   if (!parse_u64(c, major) || !parse_u64(c, minor)) return -1;
   l.name = next_token(c);
   if (l.name.empty()) return -1;
-  uint64_t s[11], extra[8];
-  size_t n = parse_u64s(c, s, 11);
-  if (n == 11)
-    while (parse_u64s(c, extra, 8) == 8) {}  // statistics past the 11th: not ours
+  uint64_t s[11], extra;
+  int n = 0;
+  while (n < 11 && parse_u64(c, s[n])) ++n;
+  while (n == 11 && parse_u64(c, extra)) {}  // statistics past the 11th: not ours
   skip_blanks(c);
   if (!c.done()) return -1;  // trailing junk
   if (n == 4) {

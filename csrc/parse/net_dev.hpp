@@ -43,7 +43,8 @@ inline int parse_net_dev_line(Cursor c, NetDevLine& l) {
   l.name = std::string_view(n.p, size_t(colon - n.p));
   Cursor v{colon + 1, c.end};
   uint64_t s[16];  // the 16 columns net-procfs.c prints; any past them (a future kernel) are not read
-  if (parse_u64s(v, s, 16) != 16) return -1;
+  for (int i = 0; i < 16; ++i)
+    if (!parse_u64(v, s[i])) return -1;
   for (int i = 0; i < kNetCounters; ++i) l.v[i] = s[kNetDevColumn[i]];
   return 1;
 }

@@ -33,10 +33,14 @@ inline int parse_cpu_line(Cursor c, CpuLine& l) {
     if (!parse_u64(c, v) || v >= kMaxCpus) return 0;
     l.id = long(v);
   }
-  uint64_t v[10];  // guest and guest_nice, fields 9 and 10, are read past
-  size_t n = parse_u64s(c, v, 10);
+  int n = 0;
+  uint64_t v;
+  while (n < 10 && parse_u64(c, v)) {
+    if (n < kModes) l.ticks[size_t(n)] = v;
+    ++n;
+  }
   if (n < 4) return -1;
-  for (size_t i = 0; i < size_t(kModes); ++i) l.ticks[i] = i < n ? v[i] : 0;
+  for (int i = std::min(n, kModes); i < kModes; ++i) l.ticks[size_t(i)] = 0;
   return 1;
 }
 
