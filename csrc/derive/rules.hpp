@@ -137,8 +137,12 @@ struct TickState {
     if (total == 0) return;
     // 100*x/total, not x*(100/total): a fully busy CPU must read exactly 100. The double roundings of
     // totals near 2^64 can still land a hair above 100: percent_of clamps (found by the fuzzer).
-    last[0] = percent_of(double(total - d[kIdle] - d[kIowait]), double(total));
-    for (size_t i = 0; i < kModes; ++i) last[i + 1] = percent_of(double(d[i]), double(total));
+    // A total that fits 64 bits (every real one) converts as a uint64, the same double without libgcc's
+    // 128-bit conversion call.
+    unsigned __int128 busy = total - d[kIdle] - d[kIowait];
+    double whole = total >> 64 ? double(total) : double(uint64_t(total));
+    last[0] = percent_of(total >> 64 ? double(busy) : double(uint64_t(busy)), whole);
+    for (size_t i = 0; i < kModes; ++i) last[i + 1] = percent_of(double(d[i]), whole);
     prev = now;
   }
   void invalidate() {

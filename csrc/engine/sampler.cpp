@@ -75,7 +75,8 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
       continue;
     }
     if (!err.empty()) log.set(src->name(), err);  // usable, with a warning (e.g. a skipped line)
-    slots_.push_back(Slot{std::move(src), width_, periods[i], {}, err});
+    slots_.push_back(Slot{std::move(src), width_, periods[i], {}});
+    last_logged_.push_back(err);
     slots_.back().name = slots_.back().src->name();
     width_ += slots_.back().src->width();
   }
@@ -96,7 +97,8 @@ Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
     // A failed clone (the file vanished in between) keeps its place as a NaN-only slot, so the
     // layout stays the original's.
     if (!src) log.set(s.src->name(), err);
-    slots_.push_back(Slot{std::move(src), width_, s.period, {}, {}});
+    slots_.push_back(Slot{std::move(src), width_, s.period, {}});
+    last_logged_.emplace_back();
     slots_.back().name = s.name;
     width_ += s.src->width();
   }
@@ -125,13 +127,19 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
     s.src->row_kept = keep_rows_ && tick != 0;
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
-    if (!s.err.empty() && s.err != s.last_logged) {  // log changes only, so a stuck error costs no lock
-      s.last_logged = s.err;
-      log_->set(s.name, s.err);
-    }
+    if (__builtin_expect(!s.err.empty(), 0)) log_change(i);
   }
   current_.store(nullptr, std::memory_order_relaxed);
-  if (enforce_ && rules_.count(row)) report_ranges(row);  // a last safety net: one read-only pass
+  if (enforce_ && __builtin_expect(rules_.count(row) != 0, 0)) report_ranges(row);  // a last safety net: one read-only pass
+}
+
+// Logs a source's message if it is not the one logged last: a stuck error costs no lock. Out of line (and cold):
+// the tick's loop stays short.
+void Collector::log_change(size_t i) {
+  Slot& s = slots_[i];
+  if (s.err == last_logged_[i]) return;
+  last_logged_[i] = s.err;
+  log_->set(s.name, s.err);
 }
 
 // Writes NaN over each out-of-range value; logs the first one of each channel (allocates only then).
@@ -153,7 +161,7 @@ void Collector::report_ranges(double* row) {
       log_->set(s.src->name(), names_[i] + " read " + num + ", outside its range (" + why + "): NaN written");
     } catch (...) {  // no memory for the message: the NaN is what matters
     }
-    s.last_logged.clear();  // the source's own next message is logged again
+    last_logged_[slot].clear();  // the source's own next message is logged again
   }
 }
 

@@ -69,13 +69,14 @@ class Collector {
     size_t offset;
     uint64_t period = 1;  // in ticks: the source's interval / Config::interval_ns, rounded
     std::string err;  // reused buffer: repeated errors do not allocate
-    std::string last_logged;
     uint64_t next_due = 0;  // the tick of its next read
     const char* name = nullptr;  // src->name(), kept here: no virtual call per tick
-  };
+  };  // what every tick reads, 72 bytes a source; the last message logged is apart (last_logged_)
   static uint64_t period_of(const Config& cfg, size_t i);
-  void report_ranges(double* row);
+  __attribute__((cold, noinline)) void log_change(size_t i);
+  __attribute__((cold, noinline)) void report_ranges(double* row);
   std::vector<Slot> slots_;
+  std::vector<std::string> last_logged_;  // per slot: its message last logged (a repeat is not logged again)
   std::unique_ptr<std::atomic<uint64_t>[]> reads_;  // per slot; one writer (the sampling thread)
   size_t width_ = 0;
   ErrorLog* log_;

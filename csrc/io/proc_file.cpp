@@ -34,6 +34,13 @@ std::string too_large(const std::string& path) {
   return path + ": " + std::to_string(kMaxFileBytes >> 20) + " MiB or more, not a /proc or /sys file";
 }
 
+// The failures of ProcFile::read (why: nullptr for a file that reached kMaxFileBytes), out of line: its loop,
+// run every tick, stays a few lines of code.
+__attribute__((cold, noinline)) bool read_failed(const std::string& path, const char* why, std::string& err) {
+  err = why ? path + ": " + why : too_large(path);
+  return false;
+}
+
 }  // namespace
 
 ProcFile::~ProcFile() {
@@ -60,27 +67,23 @@ bool ProcFile::open(const std::string& path, std::string& err, bool single_shot)
 }
 
 bool ProcFile::read(std::string& err) {
-  if (fd_ < 0) {
-    err = path_ + ": not open";
-    return false;
-  }
+  if (__builtin_expect(fd_ < 0, 0))
+    return read_failed(path_, "not open", err);
   size_t off = 0;
   for (;;) {
-    if (off == buf_.size()) {  // outgrown: only when the file grew
+    if (__builtin_expect(off == buf_.size(), 0)) {  // outgrown: only when the file grew
       if (buf_.size() >= kMaxFileBytes) {
-        err = too_large(path_);
         len_ = 0;
-        return false;
+        return read_failed(path_, nullptr, err);
       }
       buf_.resize(std::min(buf_.size() * 2, kMaxFileBytes));
     }
     size_t want = buf_.size() - off;
     ssize_t n = ::pread(fd_, buf_.data() + off, want, off_t(off));
-    if (n < 0) {
+    if (__builtin_expect(n < 0, 0)) {
       if (errno == EINTR) continue;
-      err = path_ + ": " + std::strerror(errno);
       len_ = 0;
-      return false;
+      return read_failed(path_, std::strerror(errno), err);
     }
     off += size_t(n);
     if (n == 0 || (single_shot_ && off < buf_.size()) || (want >= 4096 && size_t(n) < kSeqShortRead)) break;

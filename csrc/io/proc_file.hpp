@@ -42,11 +42,12 @@ class ProcFile {
   const std::string& path() const { return path_; }
 
  private:
+  // What every read touches first, together; the path (messages only) last.
   int fd_ = -1;
-  std::string path_;
+  bool single_shot_ = true;
   std::vector<char> buf_;
   size_t len_ = 0;
-  bool single_shot_ = true;
+  std::string path_;
 };
 
 // Reads a whole small file (a children list, /proc/<pid>/cgroup, a sysfs cpu list) into out, with

@@ -30,6 +30,12 @@ inline int meminfo_key(const char* k, size_t n) {
   return -1;
 }
 
+// The message of a meminfo without MemTotal and MemFree: out of line (and cold), off the tick's code.
+__attribute__((cold, noinline)) inline bool meminfo_failed(std::string_view bad, std::string& err) {
+  err = bad.empty() ? std::string("no MemTotal/MemFree") : "malformed line: '" + std::string(bad) + "'";
+  return false;
+}
+
 // Stops once every key is read. A value that is not a number, or too large for a double (once
 // scaled: never inf), is a malformed line. False without MemTotal and MemFree.
 inline bool parse_meminfo(const char* p, size_t n, MeminfoSnapshot& out, std::string& err) {
@@ -61,9 +67,8 @@ inline bool parse_meminfo(const char* p, size_t n, MeminfoSnapshot& out, std::st
     out.bytes[k] = x;
     out.present |= 1u << k;
   }
-  if (out.has(kMemTotal) && out.has(kMemFree)) return true;
-  err = out.bad.empty() ? std::string("no MemTotal/MemFree") : "malformed line: '" + std::string(out.bad) + "'";
-  return false;
+  if (__builtin_expect(out.has(kMemTotal) && out.has(kMemFree), 1)) return true;
+  return meminfo_failed(out.bad, err);
 }
 
 }  // namespace sysprof

@@ -19,21 +19,23 @@ struct NetDevLine {
   uint64_t v[kNetCounters];
 };
 
+// The last ':' of [c.p, c.end), or nullptr.
+inline const char* last_colon(Cursor c) {
+#ifdef __GLIBC__
+  return static_cast<const char*>(memrchr(c.p, ':', size_t(c.end - c.p)));
+#else  // memrchr is a GNU extension
+  for (const char* q = c.end; q > c.p;)
+    if (*--q == ':') return q;
+  return nullptr;
+#endif
+}
+
 // The name is everything before the LAST ':' (aliases such as "eth0:1" contain one, and long
 // names run into the numbers with no blank after the colon). The two header lines have no ':'
 // but a '|'.
 inline int parse_net_dev_line(Cursor c, NetDevLine& l) {
   if (c.done()) return 0;
-#ifdef __GLIBC__
-  const char* colon = static_cast<const char*>(memrchr(c.p, ':', size_t(c.end - c.p)));
-#else  // memrchr is a GNU extension
-  const char* colon = nullptr;
-  for (const char* q = c.end; q > c.p;)
-    if (*--q == ':') {
-      colon = q;
-      break;
-    }
-#endif
+  const char* colon = last_colon(c);
   if (!colon) return std::memchr(c.p, '|', size_t(c.end - c.p)) ? 0 : -1;
   Cursor n{c.p, colon};
   skip_blanks(n);

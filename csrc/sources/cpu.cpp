@@ -91,11 +91,8 @@ class CpuSource final : public FileSource {
     }
     for (size_t k = 0; k < per_.size(); ++k)
       if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
-    if (!bad.empty()) malformed(file_, bad, err);
-    if (!have_aggregate) {
-      if (bad.empty()) err = file_.path() + ": no aggregate 'cpu' line";
-      return false;
-    }
+    if (__builtin_expect(!bad.empty(), 0)) malformed(file_, bad, err);
+    if (__builtin_expect(!have_aggregate, 0)) return no_aggregate(bad.empty(), err);
     if (out) {
       for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
       for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
@@ -104,6 +101,11 @@ class CpuSource final : public FileSource {
   }
 
  private:
+  __attribute__((cold, noinline)) bool no_aggregate(bool say, std::string& err) const {
+    if (say) err = file_.path() + ": no aggregate 'cpu' line";
+    return false;
+  }
+
   bool per_cpu_ = false;
   std::vector<long> ids_;
   std::vector<int> slot_of_;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "io/proc_file.hpp"
@@ -56,12 +57,10 @@ class FileSource : public Source {
   // (e.g. a skipped line) and still return true; false means no usable value at all.
   virtual bool parse(int64_t mono_ns, double* out, std::string& err) = 0;
 
-  ProcFile file_;
   // This sample()'s `out` holds what the previous one wrote (Source::row_kept, and that call succeeded).
   bool row_kept_ = false;
-
- private:
-  bool ok_ = false;
+  bool ok_ = false;  // the previous sample() succeeded
+  ProcFile file_;  // declared after the flags: what sample() reads lies together
 };
 
 // 64-bit hash of a device line (read hot from the pread buffer). Each 8-byte block goes through a bijective
@@ -83,24 +82,45 @@ inline uint64_t line_hash(const char* p, size_t n) {
 
 // A device of a per-device counter file (a disk, a NIC). The first cache line is all an idle device touches
 // per tick (alignas: one line, never two): its line's hash and length, whether this read saw it, whether its
-// row slice already holds its idle output, and the time of its last read.
-template <int N, class Line>
-struct alignas(64) CounterDevice {
-  explicit CounterDevice(std::string n) : name(std::move(n)) {}
+// row slice already holds its idle output, and the time of its last read. The head is what the shared scan
+// (scan_device_lines) reads; the counters and the parsed line follow, per source.
+struct alignas(64) DeviceHead {
+  explicit DeviceHead(std::string n) : name(std::move(n)) {}
   uint64_t hash = 0;  // of the line as last parsed (len 0: none yet)
   uint32_t len = 0;
   bool seen = false;
   // The slice of the row this device last wrote holds totals and zero rates (its line did not change since
   // the read before): when the line is the same again and the row is the one written then, there is
-  // nothing to write.
+  // nothing to write. Implies primed counters (cleared with them when the device goes).
   bool settled = false;
   int64_t last_ns = 0;
   std::string name;
+};
+
+template <int N, class Line>
+struct alignas(64) CounterDevice : DeviceHead {
+  explicit CounterDevice(std::string n) : DeviceHead(std::move(n)) {}
   Counter c[N];
   Line line{};  // what the line last parsed to (name cleared: it pointed into the read buffer)
 };
 
-// Reads device lines (parse(Cursor, Line&) -> bool; Line has `name` and `v[N]`), matches them to the
+// What a source does with a line the shared scan could not settle alone. line(): `match` is the expected
+// device when the line hashed equal to the one it printed last (its cached parse stands), else nullptr (parse
+// it; `h` is its hash when `hashed`); returns -1 for a malformed line. gone(k): device k was not in this read.
+struct DeviceLines {
+  virtual int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) = 0;
+  virtual void gone(size_t k) = 0;
+
+ protected:
+  ~DeviceLines() = default;
+};
+
+// The loop over a counter file's lines that every per-device source shares (out of line: one copy of its code
+// for disk and net): devices are `n` heads `stride` bytes apart from `base`. Returns the last malformed line.
+std::string_view scan_device_lines(const ProcFile& file, char* base, size_t stride, size_t n, int64_t mono_ns,
+                                   bool row_kept, DeviceLines& lines);
+
+// Reads device lines (parse(Cursor, Line&) -> int; Line has `name` and `v[N]`), matches them to the
 // discovered devices, advances their counters and calls fill(index, line, delta, dt_seconds) for each
 // (dt is 0 on a device's first line: no rate yet). Devices absent from this read are marked gone
 // (re-primed when they return) and reported through gone(index). Returns the last malformed line.
@@ -112,65 +132,54 @@ struct alignas(64) CounterDevice {
 template <int N, class Line, class Parse, class Fill, class Gone>
 std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterDevice<N, Line>>& devices,
                                       int64_t mono_ns, bool row_kept, Parse parse, Fill fill, Gone gone) {
-  for (auto& d : devices) d.seen = false;
-  std::string_view bad;
-  size_t hint = 0;
-  LineReader lines(file.data(), file.size());
-  Cursor c;
-  while (lines.next(c)) {
-    size_t len = size_t(c.end - c.p);
-    CounterDevice<N, Line>* d = nullptr;
-    const Line* l = nullptr;
-    uint64_t h = 0;
-    bool hashed = false;  // hashed only where a line may be a kept device's: not a skipped device's line
-    if (hint < devices.size() && len && !devices[hint].seen && devices[hint].len == len) {
-      CounterDevice<N, Line>& e = devices[hint];
-      h = line_hash(c.p, len);
-      hashed = true;
-      if (e.hash == h) {
-        d = &e;
-        l = &e.line;
-        ++hint;
-        if (e.settled && row_kept && e.c[0].valid) {
-          e.seen = true;
-          e.last_ns = mono_ns;
-          continue;
-        }
+  using Device = CounterDevice<N, Line>;
+  struct Lines final : DeviceLines {
+    Lines(std::vector<Device>& d, int64_t t, bool k, Parse& p, Fill& f, Gone& g)
+        : devices(d), mono_ns(t), row_kept(k), parse(p), fill(f), gone_(g) {}
+    int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
+      Device* d = static_cast<Device*>(match);
+      if (!d) {
+        Line parsed;
+        int r = parse(c, parsed);  // 1 parsed, 0 not a device line, -1 malformed
+        if (r <= 0) return r;
+        d = find_device(devices, parsed.name, hint);
+        if (!d || d->seen) return 0;
+        size_t len = size_t(c.end - c.p);
+        d->hash = hashed ? h : line_hash(c.p, len);
+        d->len = uint32_t(len);
+        d->line = parsed;
+        d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name
       }
+      d->seen = true;
+      double dt = d->c[0].valid ? double(mono_ns - d->last_ns) * 1e-9 : 0.0;
+      uint64_t delta[N], any = 0;
+      for (int i = 0; i < N; ++i) any |= delta[i] = d->c[i].update(d->line.v[i]);
+      d->last_ns = mono_ns;
+      fill(size_t(d - devices.data()), d->line, delta, dt);
+      d->settled = row_kept && any == 0 && dt > 0;  // what fill wrote is the device's idle output
+      return 1;
     }
-    if (!d) {
-      Line parsed;
-      int r = parse(c, parsed);  // 1 parsed, 0 not a device line, -1 malformed
-      if (r < 0) bad = std::string_view(c.p, len);
-      if (r <= 0) continue;
-      d = find_device(devices, parsed.name, hint);
-      if (!d || d->seen) continue;
-      d->hash = hashed ? h : line_hash(c.p, len);
-      d->len = uint32_t(len);
-      d->line = parsed;
-      d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name
-      l = &d->line;
+    void gone(size_t k) override {
+      for (auto& cn : devices[k].c) cn.valid = false;
+      gone_(k);
     }
-    d->seen = true;
-    double dt = d->c[0].valid ? double(mono_ns - d->last_ns) * 1e-9 : 0.0;
-    uint64_t delta[N], any = 0;
-    for (int i = 0; i < N; ++i) any |= delta[i] = d->c[i].update(l->v[i]);
-    d->last_ns = mono_ns;
-    fill(size_t(d - devices.data()), *l, delta, dt);
-    d->settled = row_kept && any == 0 && dt > 0;  // what fill wrote is the device's idle output
-  }
-  for (size_t k = 0; k < devices.size(); ++k) {
-    if (devices[k].seen) continue;
-    for (auto& cn : devices[k].c) cn.valid = false;
-    devices[k].settled = false;
-    gone(k);
-  }
-  return bad;
+    std::vector<Device>& devices;
+    int64_t mono_ns;
+    bool row_kept;
+    Parse& parse;
+    Fill& fill;
+    Gone& gone_;
+  };
+  Lines lines(devices, mono_ns, row_kept, parse, fill, gone);
+  static_assert(std::is_base_of<DeviceHead, Device>::value, "");
+  return scan_device_lines(file, reinterpret_cast<char*>(static_cast<DeviceHead*>(devices.data())), sizeof(Device),
+                           devices.size(), mono_ns, row_kept, lines);
 }
 
 // Writes the message into `err`, reusing its capacity: a line that stays malformed tick after tick
 // costs no allocation.
-inline void malformed(const ProcFile& f, std::string_view line, std::string& err) {
+// Out of line and cold: the tick's code stays packed without it.
+__attribute__((cold, noinline)) inline void malformed(const ProcFile& f, std::string_view line, std::string& err) {
   err.assign(f.path());
   err.append(": malformed line skipped: '");
   err.append(line);

@@ -32,10 +32,7 @@ class MeminfoSource final : public FileSource {
     double scratch[kWidth];
     if (!out) out = scratch;
     MeminfoSnapshot m;
-    if (!parse_meminfo(file_.data(), file_.size(), m, err)) {
-      err = file_.path() + ": " + err;
-      return false;
-    }
+    if (__builtin_expect(!parse_meminfo(file_.data(), file_.size(), m, err), 0)) return failed(err);
     const double* v = m.bytes;
     auto has = [&](int k) { return m.has(k); };
     auto get = [&](int k) { return has(k) ? v[k] : kNaN; };
@@ -63,6 +60,12 @@ class MeminfoSource final : public FileSource {
     out[11] = sf;
     if (!m.bad.empty()) malformed(file_, m.bad, err);
     return true;
+  }
+
+ private:
+  __attribute__((cold, noinline)) bool failed(std::string& err) const {
+    err = file_.path() + ": " + err;
+    return false;
   }
 };
 

@@ -17,9 +17,8 @@ constexpr size_t kPerNic = sizeof(kFields) / sizeof(kFields[0]);
 // The name of a net/dev line (before its last ':', blanks skipped), without parsing its columns; empty if none.
 inline std::string_view netdev_name(Cursor c) {
   skip_blanks(c);
-  for (const char* q = c.end; q > c.p;)
-    if (*--q == ':') return std::string_view(c.p, size_t(q - c.p));
-  return {};
+  const char* colon = last_colon(c);
+  return colon ? std::string_view(c.p, size_t(colon - c.p)) : std::string_view();
 }
 
 class NetdevSource final : public FileSource {
