@@ -130,7 +130,7 @@ def print_gpu(res) -> str:
             ["sampling thread, per tick (the copy)", fd(res["sampling_thread_us_per_tick"])]]
     for backend, d in res.get("driver_samples_us_per_device_read", {}).items():  # every 0.5 s, reader thread
         if d["n"]:
-            rows.append([f"reader thread, driver samples per device per read ({backend})", fd(d)])
+            rows.append([f"reader thread, driver samples per device per read ({'pynvml' if backend == 'psutil' else backend})", fd(d)])
     what = ", ".join(w for w, on in (("health rows", res["health"]), ("GPM", res["gpm"])) if on) or "basics only"
     return ("## GPU source cost (µs)\n\n" + table(["what", "median (p99, IQR, n trials)"], rows)
             + f"\n\n{res['library']} NVML, {res['devices']} devices, {res['channels']} channels ({what}); "

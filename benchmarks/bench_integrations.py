@@ -31,6 +31,7 @@ from bench_util import REPO, dist, fmt, table
 
 DEFAULT = (9, 100)  # triples, steps per run
 QUICK = (2, 30)
+BLOCKS = (32, 40)  # blocks mode: blocks of steps in one fit, the recording on in every other pair (A B B A ...)
 
 _CHILD = r'''
 import json, os, sys, tempfile, threading, time, warnings
@@ -38,6 +39,7 @@ import torch
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
 pairs, steps, which = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
+BLOCKS = tuple(int(x) for x in sys.argv[4].split("x")) if len(sys.argv) > 4 else (0, 0)
 pc, tt = time.perf_counter_ns, time.thread_time_ns
 hook_ns = [0, 0, 0]  # wall in the step hooks, in the run's start and end hooks; CPU in the step hooks
 TICK = os.sysconf("SC_CLK_TCK")
@@ -93,15 +95,33 @@ def mlp():
     return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
 
-X, Y = torch.randn(128 * steps, 256), torch.randint(0, 10, (128 * steps,))
+N_BLOCKS, PER_BLOCK = BLOCKS
+X, Y = torch.randn(128 * max(steps, N_BLOCKS * PER_BLOCK), 256), torch.randint(0, 10, (128 * max(steps, N_BLOCKS * PER_BLOCK),))
+BLOCK_KINDS = ("A", "B", "B", "A")  # block k's kind: BLOCK_KINDS[k % 4]; blocks 2j and 2j+1 are one A and one B
 
-def lightning_run(with_cb):
+def toggler(cb, folder, fw, starts):
+    """At each block's first step: the recording stops (A) or starts (B), in the same fit (blocks mode)."""
+    def toggle():
+        i = len(starts) - 1
+        if i % PER_BLOCK == 0:
+            if BLOCK_KINDS[(i // PER_BLOCK) % 4] == "B":
+                cb.session.start(folder, fw)
+            else:
+                cb.session.stop("block")
+    return toggle
+
+def lightning_run(with_cb, blocks=False):
     import lightning.pytorch as pl
     from sysprof.integrations.lightning import SysprofCallback
     starts, probes = [], []
+    tmp = tempfile.mkdtemp()
+    cb = SysprofCallback(interval=0.01) if with_cb or blocks else LNoop()
+    toggle = toggler(cb, tmp, "lightning", starts) if blocks else None
     class Timing(pl.Callback):
         def on_train_batch_start(self, *a):
             mark_step(starts, probes)
+            if toggle is not None:  # after the mark: its cost is the block's first step, left out
+                toggle()
     class M(pl.LightningModule):
         def __init__(self):
             super().__init__()
@@ -113,22 +133,27 @@ def lightning_run(with_cb):
             return loss
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
-    cbs = [Timing(), SysprofCallback(interval=0.01) if with_cb else LNoop()]
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=128)
-    tmp = tempfile.mkdtemp()
+    cbs = [Timing(), cb]
+    n = N_BLOCKS * PER_BLOCK if blocks else steps
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X[:128 * n], Y[:128 * n]), batch_size=128)
     trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, log_every_n_steps=10, enable_progress_bar=False,
                          enable_checkpointing=False, enable_model_summary=False, default_root_dir=tmp,
                          logger=pl.loggers.CSVLogger(tmp), callbacks=cbs)
     trainer.fit(M(), loader)
     return starts, probes
 
-def transformers_run(with_cb):
+def transformers_run(with_cb, blocks=False):
     from transformers import Trainer, TrainerCallback, TrainingArguments
     from sysprof.integrations.transformers import SysprofCallback
     starts, probes = [], []
+    tmp = tempfile.mkdtemp()
+    cb = SysprofCallback(interval=0.01) if with_cb or blocks else HNoop()
+    toggle = toggler(cb, tmp, "transformers", starts) if blocks else None
     class Timing(TrainerCallback):
         def on_step_begin(self, *a, **k):
             mark_step(starts, probes)
+            if toggle is not None:  # after the mark: its cost is the block's first step, left out
+                toggle()
     class M(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -140,10 +165,11 @@ def transformers_run(with_cb):
             return len(Y)
         def __getitem__(self, i):
             return {"x": X[i], "labels": Y[i]}
-    args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps, per_device_train_batch_size=128,
+    args = TrainingArguments(output_dir=tmp, max_steps=N_BLOCKS * PER_BLOCK if blocks else steps,
+                             per_device_train_batch_size=128,
                              logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
                              dataloader_num_workers=0)
-    cbs = [Timing(), SysprofCallback(interval=0.01) if with_cb else HNoop()]
+    cbs = [Timing(), cb]
     Trainer(model=M(), args=args, train_dataset=D(), callbacks=cbs).train()
     return starts, probes
 
@@ -176,6 +202,11 @@ for fw in which:
                            "hook_cpu_ns_per_step": (h1[2] - h0[2]) / n_mid, "run_delay_ns_per_step": (r1 - r0) / n_mid,
                            "threads_cpu_share": (c1 - c0) / ((t1 - t0) / 1e9), "run_hooks_ns": hook_ns[1]})
         res["triples"].append(triple)
+    if N_BLOCKS:  # one long fit, the recording switched on and off block by block
+        starts, _ = run(False, blocks=True)
+        d = [b - a for a, b in zip(starts, starts[1:])]
+        res["blocks"] = [sorted(d[k * PER_BLOCK + 3:(k + 1) * PER_BLOCK])[(PER_BLOCK - 3) // 2]
+                         for k in range(len(d) // PER_BLOCK)]  # per block: the median step, its first 3 left out
     out[fw] = res
 print(json.dumps(out))
 '''
@@ -201,12 +232,14 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
     python, env = _python()
     if python is None:
         return {"skipped": "tests/recipes/frameworks-venv.sh not found"}
-    r = subprocess.run([str(python), "-c", _CHILD, str(pairs), str(steps), "lightning,transformers"],
+    n_blocks, per_block = cfg.get("integrations_blocks", BLOCKS)
+    r = subprocess.run([str(python), "-c", _CHILD, str(pairs), str(steps), "lightning,transformers",
+                        f"{n_blocks}x{per_block}"],
                        capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"bench_integrations' child failed: {r.stderr.strip()[-3000:]}")
     raw = json.loads(r.stdout.strip().splitlines()[-1])
-    out: Dict[str, Any] = {"triples": pairs, "steps": steps, "interval_s": 0.01}
+    out: Dict[str, Any] = {"triples": pairs, "steps": steps, "interval_s": 0.01, "blocks": [n_blocks, per_block]}
     for fw, res in raw.items():
         added, noise, on, off, hooks, cpu, delay, threads, run_hooks = [], [], [], [], [], [], [], [], []
         for triple in res["triples"]:
@@ -226,12 +259,22 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
             delay.append((rb["run_delay_ns_per_step"] - base_delay) / 1e3)
             threads.append(100 * rb["threads_cpu_share"])
             run_hooks.append(rb["run_hooks_ns"] / 1e6)
+        blocks, block_added, block_noise = res.get("blocks", []), [], []
+        for j in range(0, len(blocks) - 1, 2):  # blocks 2j, 2j+1: one A, one B
+            a, b = (blocks[j], blocks[j + 1]) if BLOCK_KINDS[j % 4] == "A" else (blocks[j + 1], blocks[j])
+            block_added.append(100.0 * (b - a) / a)
+        for j in range(3, len(blocks) - 1, 4):  # blocks 4k+3, 4k+4: both A
+            block_noise.append(100.0 * (blocks[j + 1] - blocks[j]) / blocks[j])
         out[fw] = {"step_ms_without": dist(off, "ms"), "step_ms_with": dist(on, "ms"),
+                   "blocks_added_percent": dist(block_added, "%"), "blocks_a_vs_a_percent": dist(block_noise, "%"),
                    "added_percent": dist(added, "%"), "a_vs_a_percent": dist(noise, "%"),
                    "hooks_us_per_step": dist(hooks, "us"), "hooks_cpu_us_per_step": dist(cpu, "us"),
                    "run_delay_us_per_step": dist(delay, "us"),
                    "threads_cpu_percent": dist(threads, "% of a core"), "start_stop_ms": dist(run_hooks, "ms")}
     return out
+
+
+BLOCK_KINDS = ("A", "B", "B", "A")  # the child's
 
 
 def print_integrations(res: Dict[str, Any]) -> str:
@@ -245,19 +288,26 @@ def print_integrations(res: Dict[str, Any]) -> str:
         a, z, h, c, r = (d[k] for k in ("added_percent", "a_vs_a_percent", "hooks_us_per_step",
                                          "hooks_cpu_us_per_step", "run_delay_us_per_step"))
         step_us = 1e3 * (d["step_ms_without"]["median"] or float("nan"))
+        ba, bz = d.get("blocks_added_percent", {}), d.get("blocks_a_vs_a_percent", {})
         rows.append([fw, a["n"], fmt(d["step_ms_without"]["median"]), fmt(d["step_ms_with"]["median"]),
                      f"{fmt(a['median'])} % [{fmt(a['p25'])} .. {fmt(a['p75'])}]",
                      f"{fmt(z['median'])} % [{fmt(z['p25'])} .. {fmt(z['p75'])}]",
+                     f"{fmt(ba.get('median'))} % [{fmt(ba.get('p25'))} .. {fmt(ba.get('p75'))}] (n={ba.get('n', 0)})",
+                     f"{fmt(bz.get('median'))} % [{fmt(bz.get('p25'))} .. {fmt(bz.get('p75'))}] (n={bz.get('n', 0)})",
                      f"{fmt(h['median'])} ({fmt(100 * h['median'] / step_us)} %)", fmt(c["median"]),
                      f"{fmt(r['median'])} ({fmt(100 * r['median'] / step_us)} %)",
                      f"{fmt(d['threads_cpu_percent']['median'])} %", fmt(d["start_stop_ms"]["median"])])
     head = (f"SysprofCallback's added step time, sampling every {res['interval_s'] * 1e3:g} ms "
             f"({res['steps']} steps per run, {res['triples']} interleaved A/B/A triples; goal <= 1 %)\n\n")
     return head + table(["trainer", "n", "step ms A", "step ms B", "added wall, median [IQR]", "A vs A [IQR]",
+                         "in one fit: added [IQR]", "in one fit: A vs A [IQR]",
                          "step hooks us/step (share)", "hooks CPU us/step", "run delay added us/step (share)",
                          "sysprof threads CPU", "start + stop ms"], rows) + (
         "\n\nB: with SysprofCallback; A: an empty callback with the same hooks. Hooks and run delay: B's minus "
-        "A's, over the middle half of each run. sysprof's threads run beside the training thread (one torch "
+        "A's, over the middle half of each run. In one fit: one training run of "
+        f"{res.get('blocks', [0, 0])[0]} blocks of {res.get('blocks', [0, 0])[1]} steps, the callback recording in "
+        "every other pair (A B B A ...); per block its median step (the first 3 left out), each B against the A "
+        "beside it, A vs A the two A blocks side by side: no run-to-run noise. sysprof's threads run beside the training thread (one torch "
         "thread): their CPU is paid by whatever shares their core.")
 
 
@@ -269,4 +319,5 @@ if __name__ == "__main__":
     a = ap.parse_args()
     import sysprof as _sysprof
 
-    print(print_integrations(bench_integrations({"integrations": QUICK if a.quick else DEFAULT}, _sysprof)))
+    cfg = {"integrations": QUICK, "integrations_blocks": (8, 20)} if a.quick else {"integrations": DEFAULT}
+    print(print_integrations(bench_integrations(cfg, _sysprof)))
