@@ -217,9 +217,7 @@ class SummaryWindow:
         """Fold a drained :class:`sysprof.Batch` into the window (its NaN are unknown: left out); with
         ``snapshot_ns``, then compute the window's summaries as of then, for :meth:`take_ready` (one lock hold)."""
         with self._lock:
-            if self._reset_due:
-                self._reset_due = False
-                self._reset(first=False)
+            self._reset_if_due()
             if len(batch) and len(self._cols):
                 self._fold(batch)
                 self._ready = None  # rows after the snapshot: it no longer ends the window
@@ -271,9 +269,7 @@ class SummaryWindow:
         NaN: the window had no finite sample of that channel (no phase time is 0.0, not NaN)."""
         now = time.time_ns() if now_ns is None else int(now_ns)
         with self._lock:
-            if self._reset_due:
-                self._reset_due = False
-                self._reset(first=False)
+            self._reset_if_due()
             out = self._values(self._window_start_ns, now, self._spans)
             self._end_window(now)
             self._reset(first=False)
@@ -292,6 +288,12 @@ class SummaryWindow:
             self._end_window(ready[1])
             self._reset_due = True
             return ready[0]
+
+    def _reset_if_due(self) -> None:
+        """The reset a take_ready() left for the next fold or take (the lock held)."""
+        if self._reset_due:
+            self._reset_due = False
+            self._reset(first=False)
 
     def _end_window(self, end_ns: int) -> None:
         self._window_start_ns = end_ns
