@@ -165,3 +165,170 @@ def test_side_buffer_drops_the_oldest_and_counts(monkeypatch):
     assert [a[0] for a in asked] == [0, 1, 2, 5, 6, 0]  # refused types are not asked again
     assert set(absent) == {f"gpu/0/{k.name}" for k in SERIES[1:]}
     assert r.take()[4] == 0  # counted once
+
+
+@needs_native
+def test_native_side_buffer_drops_the_oldest_and_counts(fake):  # noqa: F811
+    """The native buffer (csrc/gpu/nvml_samples.cpp, kSamplesKept = KEPT entries) past its capacity: the fake hands
+    out 40000 samples per type and call (FAKE_NVML_SAMPLES_BURST), 160000 per read of the four served types; the
+    buffer keeps the newest KEPT in the order they came, and counts the rest as dropped, exactly."""
+    from sysprof.sampling.gpu_samples import KEPT
+    from sysprof.sampling.sampler import _native
+
+    n = 40000
+    f = fake(devices=1, samples_burst=n)
+    before_us = time.time_ns() // 1000
+    s = gpu_sampler("native", interval=0.01)
+    s.start()
+    after_us = time.time_ns() // 1000
+    wait_for(lambda: f.samples_returned() >= 4 * n)  # a whole read: more than the buffer holds
+    s.stop()
+    total = f.samples_returned()
+    reads, rest = divmod(total, 4 * n)
+    assert reads >= 1 and rest == 0 and 4 * n > KEPT
+    (token,) = {d["driver_samples"] for d in s._impl.devices}
+    got = _native.nvml_drain_samples(int(token))
+    series = list(got["series"])
+    sm, mem = series.index("gpu/0/sm_clock_samples_hz"), series.index("gpu/0/memory_clock_samples_hz")
+    # pushed per read in the table's order (power, utilisation, SM clock, memory clock), each oldest first: the last
+    # KEPT are the last read's memory clock samples, after the newest KEPT - n of its SM clock samples
+    tail = KEPT - n
+    assert got["dropped"] == total - KEPT
+    assert list(got["index"]) == [sm] * tail + [mem] * n
+    t_us = [t // 1000 for t in got["t_ns"]]
+    assert all(t % 1000 == 0 for t in got["t_ns"])
+    w = t_us[tail] - (reads - 1) * n - 1  # lastSeen at open: the wall clock then
+    assert before_us <= w <= after_us
+    newest = w + reads * n
+    assert t_us == list(range(newest - tail + 1, newest + 1)) + list(range(newest - n + 1, newest + 1))
+    assert list(got["values"]) == ([expected_sample("sm_clock_samples_hz", t) for t in t_us[:tail]] +
+                                   [expected_sample("memory_clock_samples_hz", t) for t in t_us[tail:]])
+    again = _native.nvml_drain_samples(int(token))
+    assert list(again["index"]) == [] and again["dropped"] == 0  # counted once
+
+
+def test_composer_path_counters_recording_windows_and_late():
+    """SystemSamples (the Composer path): record's builder's samples, only those taken while recording, with the
+    training timestamp then, in time order, NaN left out; those of a cycle already saved are late; totals exact."""
+    from sysprof.profiler.system_samples import SystemSamples
+    from sysprof.profiler.system_streams import RecordingLog
+
+    drains = [DriverSamples({"gpu/0/power_samples_watts": (np.array([1000, 3000, 5000, 7000]),
+                                                           np.array([250.0, np.nan, 252.0, 253.0])),
+                             "gpu/0/sm_clock_samples_hz": (np.array([4000]), np.array([1.5e9]))},
+                            dropped=2, absent={"gpu/1/power_samples_watts": "why"}),
+              DriverSamples({"gpu/0/power_samples_watts": (np.array([5500, 9000]), np.array([254.0, 255.0]))})]
+
+    class Stub:
+        def drain_gpu_samples(self):
+            return drains.pop(0)
+
+    log = RecordingLog()
+    for t, rec, stamp in ((2000, True, "A"), (6000, False, "B"), (8000, True, "C")):
+        log.observe(t, rec, stamp)
+    ss = SystemSamples(Stub())
+    watts, hz = {"gpu/0/power_samples_watts": "W"}, {"gpu/0/sm_clock_samples_hz": "Hz"}
+    assert ss.take(log) == [("gpu/0/sm_clock_samples_hz", 4000, "A", {"sm_clock_samples_hz": 1.5e9}, hz),
+                            ("gpu/0/power_samples_watts", 5000, "A", {"power_samples_watts": 252.0}, watts)]
+    ss.saved(6000)
+    assert ss.take(log) == [("gpu/0/power_samples_watts", 9000, "C", {"power_samples_watts": 255.0}, watts)]
+    assert ss.summary() == {"samples": 7, "dropped": 2, "absent": {"gpu/1/power_samples_watts": "why"}, "late": 1}
+
+
+def test_composer_path_never_raises_and_handlers_get_their_calls(caplog):
+    """A failing drain gives nothing (logged once); Composer's handlers (no process_system_counter) and the base
+    class's default get plain counters; a handler that raises is reported and skipped, the others still served."""
+    from sysprof.profiler.system_samples import SystemSamples
+    from sysprof.profiler.system_streams import RecordingLog
+    from sysprof.profiler.trace_handler import TraceHandler
+
+    class Failing:
+        def drain_gpu_samples(self):
+            raise RuntimeError("gone")
+
+    ss = SystemSamples(Failing())
+    assert ss.take(RecordingLog()) == [] and ss.take(RecordingLog()) == []
+    assert sum("driver samples failed" in r.getMessage() for r in caplog.records) == 1
+
+    got = []
+
+    class Composerish:
+        def process_counter_event(self, **kw):
+            got.append(("plain", kw))
+
+    class Ours(TraceHandler):
+        def process_counter_event(self, **kw):
+            got.append(("base", kw))
+
+    class Broken(TraceHandler):
+        def process_system_counter(self, **kw):
+            raise ValueError("broken")
+
+    counter = ("gpu/0/power_samples_watts", 5_000, "ts", {"power_samples_watts": 251.0},
+               {"gpu/0/power_samples_watts": "W"})
+    with pytest.warns(RuntimeWarning, match="Broken raised ValueError"):
+        SystemSamples.send([Broken(), Composerish(), Ours()], [counter])
+    kw = {"name": "gpu/0/power_samples_watts", "categories": ("gpu",), "timestamp": "ts",
+          "wall_clock_time_ns": 5_000, "values": {"power_samples_watts": 251.0}}
+    assert got == [("plain", kw), ("base", kw)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("suffix", [".json", ".pftrace"])
+def test_composer_path_writes_driver_samples_at_their_timestamps(fake, fresh_pynvml, tmp_path, backend,  # noqa: F811
+                                                                suffix, recording_handler, monkeypatch):
+    """sysprof.Profiler (its SystemProfiler) writes the driver samples as record does: one counter per series at
+    the driver's own timestamps, exact values, units declared once in the file; a plain handler gets the same
+    counters; the totals in SystemProfiler.stats."""
+    from sysprof import JSONTraceHandler, Profiler
+    from sysprof.profiler import PerfettoTraceHandler, system_profiler
+    from sysprof.report import TraceData
+    from sysprof.trace.load import load_events
+    from sysprof.trace.schema import UNITS_EVENT
+
+    out = tmp_path / "traces"
+    if suffix == ".pftrace":
+        pytest.importorskip("perfetto")
+        h = PerfettoTraceHandler(folder=str(out), remote_file_name=None)
+    else:
+        h = JSONTraceHandler(folder=str(out), remote_file_name=None, merged_trace_filename=None)
+    plain = recording_handler  # the base class's process_system_counter: plain counters
+    f = fake()
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[h, plain], sys_prof_cpu=False, sys_prof_gpu=True,
+                    sys_prof_stats_thread_interval_seconds=0.01)
+    sp = prof.system_profiler
+    sp.backend = backend
+    observed = []  # the profiler's observation times: the first one starts the recording
+    monkeypatch.setattr(system_profiler, "_now_ns", lambda: observed.append(time.time_ns()) or observed[-1])
+    prof.start()
+    drained = []  # every sample drained (the reader opens with the sampler, before the first observation)
+    real = sp.sampler.drain_gpu_samples
+    sp.sampler.drain_gpu_samples = lambda: drained.append(real()) or drained[-1]
+
+    def drained_enough():
+        sp._drain()  # what the profiler's drains do, now
+        return sum(len(t) for d in drained for t, _ in d.values()) >= 4 * 40  # more than one read
+
+    wait_for(drained_enough)
+    prof.step()
+    prof.stop()
+    (path,) = sorted(out.glob(f"ep*{suffix}"))
+    events = load_events(str(path))
+    data = TraceData(events)
+    n = 0
+    for series in SERVED:
+        ts_us, values = data.series[series]
+        t_ns = np.asarray(ts_us, dtype=np.int64) * 1000
+        _check_exact(f, series, t_ns, np.asarray(values, dtype=float))
+        assert data.units[series] == unit_of(series)
+        declared = [e for e in events if e.get("name") == UNITS_EVENT and series in e["args"]["units"]]
+        assert len(declared) == 1  # once per file
+        calls = [kw for kind, kw in plain.calls if kind == "counter" and kw["name"] == series]
+        assert [c["wall_clock_time_ns"] for c in calls] == t_ns.tolist()
+        assert [c["values"] for c in calls] == [{series.rsplit("/", 1)[-1]: v} for v in values]
+        assert all(c["categories"] == ("gpu",) for c in calls)
+        n += len(t_ns)
+    assert not any(k.endswith("memory_utilization_samples_percent") for k in data.series)
+    taken = np.concatenate([t for d in drained for t, _ in d.values()])
+    assert n == int((taken >= observed[0]).sum()) > 0  # every one taken since recording began, none before
+    assert sp.stats["gpu_samples"] == {"samples": len(taken), "dropped": 0, "absent": NOT_SUPPORTED, "late": 0}

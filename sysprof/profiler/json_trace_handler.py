@@ -7,7 +7,8 @@ Event layout (identical to Composer 0.32.1's ``JSONTraceHandler``; one JSON obje
 * instant: ``{"name", "cat", "ph": "i", "ts", "pid", "tid", "args": {"epoch", "batch"}, "s": "p"}``; the system
   profiler's (``gpu xid``, ``sysprof gpu_refresh``) as ``sysprof record`` writes them (``"s": "g"``, their args)
 * counter (``ph`` ``C``): ``{"name", "cat", "ph", "ts", "pid", "tid", "args": {<key>: <number>, ...}}``; the
-  system profiler's counters changes only by default (see :class:`JSONTraceHandler`'s ``changes_only``)
+  system profiler's counters changes only by default (see :class:`JSONTraceHandler`'s ``changes_only``); the GPU
+  driver's own samples (``gpu/<i>/power_samples_watts``, ...) one event each at the driver's time, as ``record``
 * metadata (once per profiling cycle): ``{"name", "cat": "", "ph": "M", "ts", "pid", "tid", "args"}`` named
   ``process_name``, ``thread_name``, ``thread_sort_index``, ``global_rank``, ``process_sort_index``,
   ``clock_sync_timestamp_us`` and ``clock_sync_error_bound``; with system-profiler counters also sysprof's units
@@ -192,6 +193,7 @@ class JSONTraceHandler(TraceHandler):
         self._cycle_has_metadata = False
         self._template: Optional[RowTemplate] = None  # of the last CounterRows.series seen
         self._units_for: Any = None  # the units last declared in the current partial file
+        self._declared: set = set()  # the channels of process_system_counter declared in it
         self._forked = False  # inherited through fork(): the files are the parent's
 
     def _after_fork_in_child(self) -> None:
@@ -221,6 +223,23 @@ class JSONTraceHandler(TraceHandler):
         """An instant with ``args`` of its own, as ``sysprof record`` writes it; ``pid`` the rank, ``tid`` ours."""
         event = instant_event(name, self._ts(wall_clock_time_ns), self._rank, dict(args), tid=self._tid)
         self._pending.append((_RAW, dict(event, cat=",".join(categories))))
+
+    def process_system_counter(self, name: str, categories: Union[list, tuple], timestamp: Any,
+                               wall_clock_time_ns: int, values: dict, units: dict) -> None:
+        """A counter of the system profiler's own (a GPU driver sample), written as :meth:`process_counter_event`
+        after a ``"sysprof units"`` event declaring those of ``units`` this file has not declared yet (as ``record``
+        does)."""
+        if self._forked:
+            return
+        with self._lock:  # a drain thread's counters and the training thread's save do not interleave
+            new = {c: u for c, u in units.items() if c not in self._declared}
+            if new:
+                self._declared.update(new)
+                event = units_event(new, self._rank)
+                event["tid"] = self._tid
+                self._pending.append((_UNITS, event))
+            self.process_counter_event(name=name, categories=categories, timestamp=timestamp,
+                                       wall_clock_time_ns=wall_clock_time_ns, values=values)
 
     def process_counter_event(self, name: str, categories: Union[list, tuple], timestamp: Any,
                               wall_clock_time_ns: int, values: dict) -> None:
@@ -254,6 +273,11 @@ class JSONTraceHandler(TraceHandler):
                 for text, n in template.render(rows.times_ns, rows.values):
                     pending.append((_TEXT, text, n))
             self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
+
+    def _new_file_units(self) -> None:
+        """A new file: it declares its units again."""
+        self._units_for = None
+        self._declared = set()
 
     def _finish_rows(self) -> None:
         """Changes only: queue the closing row of the counters (the last sample's values of every counter not
@@ -358,7 +382,7 @@ class JSONTraceHandler(TraceHandler):
         with self._lock:
             self._folder = folder
             self._template = None  # rank/pid may have changed
-            self._units_for = None
+            self._new_file_units()
             self._open_writer()  # fails now, not at the end of training, if the folder is not writable
         td = _torch_dist()
         if td is not None:
@@ -422,7 +446,7 @@ class JSONTraceHandler(TraceHandler):
                 writer.close()
                 os.remove(writer.path)
                 self._writer = None
-                self._units_for = None
+                self._new_file_units()
             if self._writer is not None:
                 if not self._cycle_has_metadata:  # events left after the last save: make the file mergeable
                     self._write_metadata(synchronize=False)
@@ -447,7 +471,7 @@ class JSONTraceHandler(TraceHandler):
             writer = self._writer
             self._writer = None
             self._cycle_has_metadata = False
-            self._units_for = None  # the next file declares the units again
+            self._new_file_units()  # the next file declares the units again
             writer.close()
             assert self._folder is not None
             path = os.path.join(self._folder, format_name(self.filename, state.run_name, timestamp))

@@ -18,7 +18,7 @@ from typing import Any, List
 
 import numpy as np
 
-from sysprof.profiler.trace_handler import report_handler_error
+from sysprof.profiler.trace_handler import send_system_events
 from sysprof.sampling.gpu_refresh import REFRESH_EVENT, StartRefresh
 from sysprof.trace.gpu_events import XID_EVENT, XidInstants
 
@@ -53,16 +53,6 @@ class SystemInstants:
     @staticmethod
     def send(handlers: list, instants: List[tuple]) -> None:
         """Each instant to each handler; one handler's failure is reported once and skips it only."""
-        for h in handlers:
-            emit = getattr(h, "process_system_instant", None)
-            for name, t_ns, timestamp, args in instants:
-                try:
-                    if emit is not None:
-                        emit(name=name, categories=_CATEGORIES, timestamp=timestamp, wall_clock_time_ns=t_ns,
-                             args=args)
-                    else:
-                        h.process_instant_event(name=name, categories=_CATEGORIES, timestamp=timestamp,
-                                                wall_clock_time_ns=t_ns)
-                except Exception as e:  # noqa: BLE001
-                    report_handler_error(h, e, "process_system_instant")
-                    break
+        send_system_events(handlers, "process_system_instant", "process_instant_event", "args",
+                           [dict(name=name, categories=_CATEGORIES, timestamp=timestamp, wall_clock_time_ns=t_ns,
+                                 args=args) for name, t_ns, timestamp, args in instants])

@@ -28,6 +28,7 @@ from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
 from sysprof.profiler.system_instants import SystemInstants
+from sysprof.profiler.system_samples import SystemSamples
 from sysprof.profiler.system_streams import ChangedEvents, RecordingLog
 from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
 from sysprof.trace.tracks import TrackLayout
@@ -92,7 +93,9 @@ class SystemProfiler(Callback):
     * with ``rates``: ``disk/<dev>/{read,write}_{bytes,count}_per_second``, ``disk/<dev>/busy_percent``,
       ``network/<nic>/kb_{sent,recv}_per_second``.
     * with ``profile_process``: ``process/cpu`` (cpu_percent, % of one core), ``process/memory`` (rss_gb,
-      vms_gb), ``process/threads`` (num_threads) [process]; with ``profile_gpu``: ``gpu/<index>/<field>`` [gpu].
+      vms_gb), ``process/threads`` (num_threads) [process]; with ``profile_gpu``: ``gpu/<index>/<field>`` [gpu],
+      and the driver's own buffered samples ``gpu/<index>/power_samples_watts`` etc. at the driver's timestamps
+      (:mod:`sysprof.profiler.system_samples`).
 
     Values the sampler could not read (NaN) are left out of an event; an event with no value is not emitted.
 
@@ -207,6 +210,7 @@ class SystemProfiler(Callback):
         self.gpu_interval_seconds = gpu_interval_seconds
         self.sampler: Any = None
         self._instants: Any = None  # the SystemInstants of the running sampler
+        self._samples: Any = None  # the SystemSamples (GPU driver samples) of the running sampler, with GPUs
         self._layout: Optional[TrackLayout] = None
         self._log = RecordingLog()
         self._lock = threading.RLock()
@@ -264,6 +268,7 @@ class SystemProfiler(Callback):
         self._state = state
         self._log = RecordingLog()
         self._streams = {}
+        self._samples = None
         self._cuda_device = None
         self._note_cuda_device()
         self._rank = distributed.rank_info()
@@ -293,6 +298,7 @@ class SystemProfiler(Callback):
         self._observe(state)
         sampler.start()
         self._instants = SystemInstants(sampler)  # GPU XIDs, the GPU refresh periods at start (their own thread)
+        self._samples = SystemSamples(sampler) if any(c.startswith("gpu/") for c in channels) else None
         self._last_drain = time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._drain_loop, name="sysprof-drain", daemon=True)
@@ -402,12 +408,18 @@ class SystemProfiler(Callback):
                 self._summaries.add(batch)
             if self._instants is not None:
                 self._instants.send(self._handlers(), self._instants.take(batch, self._log, _now_ns()))
+            samples = self._samples
+            if samples is not None:  # the GPU driver's samples, at their own (earlier) times
+                samples.send(self._handlers(), samples.take(self._log))
             if n:
                 ts = batch.timestamps_ns
                 mask, step = self._log.classify(ts)
                 if mask.any():
                     self._emit(ts[mask], batch.values[mask], step[mask])
-                self._log.prune(int(ts[-1]))
+                before = int(ts[-1])
+                if samples is not None:  # keep the steps of driver samples still to come
+                    before = min(before, _now_ns() - samples.arrival_ns)
+                self._log.prune(before)
             recording = bool(self._log.recording and self._log.recording[-1])
             if self.profile_memory and recording:
                 self._emit_cuda_memory()
@@ -415,6 +427,8 @@ class SystemProfiler(Callback):
                 self._emit_clock()
             if cycle_end and self._streams:
                 self._finish_streams()
+            if cycle_end and samples is not None:
+                samples.saved(_now_ns())
 
     def _handlers(self) -> list:
         return list(self._state.profiler.trace_handlers)
@@ -487,8 +501,11 @@ class SystemProfiler(Callback):
     @property
     def stats(self) -> dict:
         """Counters: ``rows_drained``, ``rows_recorded`` (rows inside recording windows), plus the sampler's
-        ``stats`` while it runs."""
+        ``stats`` while it runs; with GPUs ``gpu_samples``, the driver samples' totals
+        (:meth:`~sysprof.profiler.system_samples.SystemSamples.summary`)."""
         out = dict(self._counts)
         if self.sampler is not None:
             out.update(self.sampler.stats)
+        if self._samples is not None:
+            out["gpu_samples"] = self._samples.summary()
         return out

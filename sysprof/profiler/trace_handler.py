@@ -14,7 +14,7 @@ from typing import Any, Union
 from sysprof.profiler.callback import Callback
 from sysprof.trace.chrome import counter_args
 
-__all__ = ["TraceHandler", "CounterRows", "report_handler_error", "send_counter_rows"]
+__all__ = ["TraceHandler", "CounterRows", "report_handler_error", "send_counter_rows", "send_system_events"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,24 @@ def send_counter_rows(handler: Any, rows: CounterRows) -> None:
         emit(name=name, categories=categories, timestamp=timestamp, wall_clock_time_ns=t, values=values)
 
 
+def send_system_events(handlers: list, method: str, plain: str, extra: str, events: list) -> None:
+    """The system profiler's own events (each a dict of keyword arguments) to each handler: its sysprof extension
+    ``method`` (``process_system_instant``, ``process_system_counter``) with them all, or, for a handler without it
+    (Composer's), Composer's ``plain`` method without the ``extra`` keyword. One handler's failure is reported once
+    and skips the rest of the events for it only."""
+    for h in handlers:
+        emit = getattr(h, method, None)
+        for kw in events:
+            try:
+                if emit is not None:
+                    emit(**kw)
+                else:
+                    getattr(h, plain)(**{k: v for k, v in kw.items() if k != extra})
+            except Exception as e:  # noqa: BLE001
+                report_handler_error(h, e, method)
+                break
+
+
 class TraceHandler(Callback):
     """Base class for trace handlers (also a :class:`~sysprof.profiler.callback.Callback`, so it sees every event).
 
@@ -140,6 +158,23 @@ class TraceHandler(Callback):
         del args
         self.process_instant_event(name=name, categories=categories, timestamp=timestamp,
                                    wall_clock_time_ns=wall_clock_time_ns)
+
+    def process_system_counter(
+        self,
+        name: str,
+        categories: Union[list, tuple],
+        timestamp: Any,
+        wall_clock_time_ns: int,
+        values: dict,
+        units: dict,
+    ) -> None:
+        """sysprof extension: a counter of the system profiler's own with the ``units`` of its channels
+        (``join_channel(name, key)`` -> unit), e.g. a GPU driver sample at the driver's own time
+        (:mod:`sysprof.profiler.system_samples`). The default records it as :meth:`process_counter_event`;
+        sysprof's handlers also declare the units in the file, as ``record`` does."""
+        del units
+        self.process_counter_event(name=name, categories=categories, timestamp=timestamp,
+                                   wall_clock_time_ns=wall_clock_time_ns, values=values)
 
     def process_counter_event(
         self,

@@ -21,7 +21,9 @@ Series (:data:`SERIES`), per device ``gpu/<i>/<name>``, in base units (NVML give
 A series the driver refuses for good (NOT_SUPPORTED for that type on that GPU, a driver without the call) is not
 asked again and is named in :attr:`DriverSamples.absent`; ``NVML_ERROR_NOT_FOUND`` only means nothing new.
 ``sysprof record`` writes each series as counter events at the samples' own timestamps (Chrome JSON and
-.pftrace), their units in a ``sysprof units`` event, and the totals in the stop event (``gpu_samples``).
+.pftrace), their units in a ``sysprof units`` event, and the totals in the stop event (``gpu_samples``); the
+Composer path (:class:`sysprof.SystemProfiler`) hands the same counters to its trace handlers
+(:mod:`sysprof.profiler.system_samples`).
 """
 from __future__ import annotations
 
@@ -29,10 +31,13 @@ from typing import Dict, NamedTuple, Tuple
 
 import numpy as np
 
-__all__ = ["SERIES", "PERIOD_S", "KEPT", "DriverSamples", "drain", "unit_of"]
+__all__ = ["SERIES", "PERIOD_S", "KEPT", "ARRIVAL_S", "DriverSamples", "drain", "unit_of"]
 
 PERIOD_S = 0.5
 KEPT = 1 << 16
+#: a sample reaches a drain well within this of being taken (read every PERIOD_S; a slow NVML call or a late drain
+#: adds seconds at most): how far back the Composer path keeps its recording log for them
+ARRIVAL_S = 10.0
 
 
 class Kind(NamedTuple):
@@ -121,31 +126,40 @@ def drain(sampler) -> DriverSamples:
 class SampleEvents:
     """``sysprof record``'s events for drained driver samples: a ``sysprof units`` event for each new series, then
     a counter event per sample at its own time (a counter of its own: name the series, key its last part), in
-    time order; ``ts(t_ns)`` is the trace's rule, ``pid`` the system's. Keeps the totals for the stop event."""
+    time order; ``ts(t_ns)`` is the trace's rule, ``pid`` the system's (neither needed for :meth:`take` alone). Keeps
+    the totals for the stop event."""
 
-    def __init__(self, ts, pid) -> None:
+    def __init__(self, ts=None, pid=None) -> None:
         self.ts, self.pid = ts, pid
         self.declared: set = set()
         self.dropped = 0
         self.absent: Dict[str, str] = {}
         self.samples = 0
 
+    def take(self, drained: DriverSamples) -> list:
+        """``(t_ns, series, key, value)`` of every finite sample of ``drained``, in time order (NaN left out; the key
+        is the series' last part, a counter of its own as Composer's layout names one: join_channel); adds to the
+        totals. The one place a sample becomes a counter: ``record``'s :meth:`events` and the Composer path's
+        (:mod:`sysprof.profiler.system_samples`)."""
+        self.dropped += drained.dropped
+        self.absent.update(drained.absent)
+        out = []
+        for series, (t, v) in drained.items():
+            key = series.rsplit("/", 1)[-1]
+            out += [(int(ti), series, key, float(vi)) for ti, vi in zip(t.tolist(), v.tolist()) if vi == vi]
+            self.samples += len(t)
+        out.sort(key=lambda e: e[0])
+        return out
+
     def events(self, drained: DriverSamples) -> list:
         from ..trace.schema import units_event
         from ..trace.tracks import counter_event
 
-        self.dropped += drained.dropped
-        self.absent.update(drained.absent)
         new = {s: unit_of(s) for s in drained if s not in self.declared}
-        out = []
-        for series, (t, v) in drained.items():
-            key = series.rsplit("/", 1)[-1]  # a counter of its own, as Composer's layout names one (join_channel)
-            out += [(int(ti), counter_event(series, self.ts(int(ti)), self.pid, 0, {key: float(vi)}))
-                    for ti, vi in zip(t.tolist(), v.tolist()) if vi == vi]  # NaN left out
-            self.samples += len(t)
-        out.sort(key=lambda e: e[0])
+        out = [counter_event(series, self.ts(t), self.pid, 0, {key: value})
+               for t, series, key, value in self.take(drained)]
         self.declared.update(new)
-        return ([units_event(new, self.pid)] if new else []) + [e for _, e in out]
+        return ([units_event(new, self.pid)] if new else []) + out
 
     def summary(self) -> dict:
         """The stop event's ``gpu_samples``: samples written, dropped (the side buffer was full), absent series."""

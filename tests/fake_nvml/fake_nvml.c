@@ -24,6 +24,7 @@
  *   FAKE_NVML_GPM_DEVICES=<mask> the devices whose nvmlGpmQueryDeviceSupport says supported (default all)
  *   FAKE_NVML_MIG=<mask>         the devices in MIG mode (default none): 2 instances each, UUIDs
  *                                MIG-fa4e0000-0000-0000-0000-0000000000<d><i>
+ *   FAKE_NVML_SAMPLES_BURST=<n>  nvmlDeviceGetSamples hands out n new samples at every call (see its section)
  *
  * Values (d = device index; n = how many times this function was called on this device, this call
  * included, or 1 with FAKE_NVML_STATIC; t = CLOCK_MONOTONIC ns since the first nvmlInit):
@@ -453,12 +454,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
 #define MAX_REFUSALS 16
 static struct { char name[48]; int device; nvmlReturn_t code; } refusals[MAX_REFUSALS];
 static int nrefusals;
-static long cfg_gpm_devices = -1, cfg_mig;
+static long cfg_gpm_devices = -1, cfg_mig, cfg_samples_burst;
 
 static void read_issue13_config(void) {
   nrefusals = 0;
   cfg_gpm_devices = env_long("FAKE_NVML_GPM_DEVICES", -1);
   cfg_mig = env_long("FAKE_NVML_MIG", 0);
+  cfg_samples_burst = env_long("FAKE_NVML_SAMPLES_BURST", 0);
   const char *v = getenv("FAKE_NVML_REFUSE");
   char buf[512];
   snprintf(buf, sizeof buf, "%s", v ? v : "");
@@ -827,13 +829,17 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
  *   NVML_MEMORY_CLK_SAMPLES (6)    2600 + k % 10 MHz
  * Only samples newer than lastSeenTimeStamp are returned, NVML_ERROR_NOT_FOUND when there is none; samples NULL
  * asks for the count to allocate (50). NVML_MEMORY_UTILIZATION_SAMPLES (2), other types, and every type on
- * device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol (an older driver). */
+ * device 1, answer NOT_SUPPORTED; the minimal build lacks the symbol (an older driver).
+ * FAKE_NVML_SAMPLES_BURST=<n>: instead, every call hands out n samples (more than the side buffer holds, with n
+ * large), 1 us apart right after lastSeenTimeStamp: timeStamp s = lastSeen + 1 .. lastSeen + n, the value that of
+ * k = s above; samples NULL asks for n. fake_nvml_samples_returned() counts the samples handed out (either way). */
 #ifndef FAKE_NVML_MINIMAL
 typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
 _Static_assert(sizeof(nvmlSample_t) == 16 && offsetof(nvmlSample_t, sampleValue) == 8, "nvmlSample_t");
 #define SAMPLE_NS 20000000ll
 #define SAMPLES_KEPT 50
-static long long samples_wall0_us = -1;
+static long long samples_wall0_us = -1, samples_returned;
+EXPORT long long fake_nvml_samples_returned(void) { return __atomic_load_n(&samples_returned, __ATOMIC_SEQ_CST); }
 EXPORT long long fake_nvml_samples_wall0_us(void) { return __atomic_load_n(&samples_wall0_us, __ATOMIC_SEQ_CST); }
 static unsigned sample_value(int type, long long k) {
   long long k10 = (k % 10 + 10) % 10, k101 = (k % 101 + 101) % 101;
@@ -856,6 +862,17 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned lo
   long long newest = (now - t0_ns) / SAMPLE_NS, first = newest - SAMPLES_KEPT + 1;
   unsigned got = 0, cap = *count;
   *value_type = VT_UINT;
+  if (cfg_samples_burst > 0) {
+    unsigned n = (unsigned)cfg_samples_burst;
+    if (samples && cap < n) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    for (unsigned i = 0; samples && i < n; ++i) {
+      samples[i].timeStamp = last_seen + 1 + i;
+      samples[i].sampleValue.uiVal = sample_value(type, (long long)(last_seen + 1 + i));
+    }
+    if (samples) __atomic_add_fetch(&samples_returned, (long long)n, __ATOMIC_SEQ_CST);
+    *count = n;
+    return leave(NVML_SUCCESS);
+  }
   if (!samples) {
     *count = SAMPLES_KEPT;  /* the size to allocate, as NVML answers a NULL buffer */
     return leave(NVML_SUCCESS);
@@ -869,6 +886,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type, unsigned lo
     ++got;
   }
   *count = got;
+  __atomic_add_fetch(&samples_returned, (long long)got, __ATOMIC_SEQ_CST);
   return leave(got ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND);
 }
 #endif

@@ -90,6 +90,11 @@ class Fake:
         self.lib.fake_nvml_samples_wall0_us.restype = ctypes.c_longlong
         return self.lib.fake_nvml_samples_wall0_us()
 
+    def samples_returned(self) -> int:
+        """Driver samples nvmlDeviceGetSamples handed out so far (FAKE_NVML_SAMPLES_BURST: n per call)."""
+        self.lib.fake_nvml_samples_returned.restype = ctypes.c_longlong
+        return self.lib.fake_nvml_samples_returned()
+
     def hanging(self) -> int:
         return self.lib.fake_nvml_hanging()
 
@@ -109,7 +114,7 @@ def fake(fake_builds, tmp_path, monkeypatch):
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
         for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC", "REFUSE",
-                  "GPM_DEVICES", "MIG", "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR"):
+                  "GPM_DEVICES", "MIG", "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR", "SAMPLES_BURST"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # every GPU, unless a test sets it
         for k, v in env.items():
