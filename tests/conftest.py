@@ -42,5 +42,19 @@ class RecordingHandler(TraceHandler):
 
 
 @pytest.fixture
+def cycle_trace_handler():
+    """A factory: sysprof's cycle-file trace handler for ``suffix`` (``".json"``, or ``".pftrace"``: skipped without
+    perfetto) writing into ``folder``, no uploads, no merged trace."""
+    def make(suffix: str, folder) -> TraceHandler:
+        if suffix == ".pftrace":
+            pytest.importorskip("perfetto")
+            from sysprof.profiler import PerfettoTraceHandler
+
+            return PerfettoTraceHandler(folder=str(folder), remote_file_name=None)
+        return sysprof.JSONTraceHandler(folder=str(folder), remote_file_name=None, merged_trace_filename=None)
+    return make
+
+
+@pytest.fixture
 def recording_handler() -> RecordingHandler:
     return RecordingHandler()

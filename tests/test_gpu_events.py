@@ -164,21 +164,17 @@ def test_record_writes_xid_instants_and_report_lists_them(fake, tmp_path, suffix
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("suffix", [".json", ".pftrace"])
-def test_composer_path_writes_the_same_xid_instants(fake, fresh_pynvml, tmp_path, backend, suffix):  # noqa: F811
+def test_composer_path_writes_the_same_xid_instants(fake, fresh_pynvml, tmp_path, backend, suffix,  # noqa: F811
+                                                    cycle_trace_handler):
     """sysprof.Profiler (its SystemProfiler) writes record's XID instant, args exact, into its cycle file; and the
     GPU refresh periods measured at start."""
-    from sysprof import JSONTraceHandler, Profiler
-    from sysprof.profiler import PerfettoTraceHandler
+    from sysprof import Profiler
     from sysprof.report import TraceData
     from sysprof.sampling.gpu_refresh import REFRESH_EVENT
     from sysprof.trace.load import load_events
 
     out = tmp_path / "traces"
-    if suffix == ".pftrace":
-        pytest.importorskip("perfetto")
-        h = PerfettoTraceHandler(folder=str(out), remote_file_name=None)
-    else:
-        h = JSONTraceHandler(folder=str(out), remote_file_name=None, merged_trace_filename=None)
+    h = cycle_trace_handler(suffix, out)
     f = fake(xids="0:79:300,1:48:1100")  # far apart: a row sees the first before the second comes
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[h], sys_prof_cpu=False, sys_prof_gpu=True,
                     sys_prof_stats_thread_interval_seconds=0.01)

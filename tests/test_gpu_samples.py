@@ -276,22 +276,19 @@ def test_composer_path_never_raises_and_handlers_get_their_calls(caplog):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("suffix", [".json", ".pftrace"])
 def test_composer_path_writes_driver_samples_at_their_timestamps(fake, fresh_pynvml, tmp_path, backend,  # noqa: F811
-                                                                suffix, recording_handler, monkeypatch):
+                                                                suffix, recording_handler, monkeypatch,
+                                                                cycle_trace_handler):
     """sysprof.Profiler (its SystemProfiler) writes the driver samples as record does: one counter per series at
     the driver's own timestamps, exact values, units declared once in the file; a plain handler gets the same
     counters; the totals in SystemProfiler.stats."""
-    from sysprof import JSONTraceHandler, Profiler
-    from sysprof.profiler import PerfettoTraceHandler, system_profiler
+    from sysprof import Profiler
+    from sysprof.profiler import system_profiler
     from sysprof.report import TraceData
     from sysprof.trace.load import load_events
     from sysprof.trace.schema import UNITS_EVENT
 
     out = tmp_path / "traces"
-    if suffix == ".pftrace":
-        pytest.importorskip("perfetto")
-        h = PerfettoTraceHandler(folder=str(out), remote_file_name=None)
-    else:
-        h = JSONTraceHandler(folder=str(out), remote_file_name=None, merged_trace_filename=None)
+    h = cycle_trace_handler(suffix, out)
     plain = recording_handler  # the base class's process_system_counter: plain counters
     f = fake()
     prof = Profiler(schedule=lambda s: "active", trace_handlers=[h, plain], sys_prof_cpu=False, sys_prof_gpu=True,
