@@ -31,7 +31,17 @@ from bench_util import REPO, dist, fmt, table
 
 DEFAULT = (9, 100)  # triples, steps per run
 QUICK = (2, 30)
-BLOCKS = (32, 40)  # blocks mode: blocks of steps in one fit, the recording on in every other pair (A B B A ...)
+# blocks mode: one fit in blocks, the recording on in blocks A B B A (repeated); (blocks, steps per block: int, or
+# seconds per block: float). A block a little longer than the recorder's drain period (0.5 s) holds one drain, as
+# in a steady recording.
+BLOCKS = (400, 0.52)
+QUICK_BLOCKS = (8, 10)
+TRAINERS = "lightning,transformers"
+GOAL_PERCENT = 1.0
+SKIP = 1  # a block's first steps left out (the recording's start or stop is in its first)
+WARM_BLOCKS = 4  # the fit's first blocks (one A B B A) left out
+BOOT = 4000  # bootstrap resamples (seeded)
+TRIM = 0.1  # the trimmed mean drops this share at each end
 
 _CHILD = r'''
 import json, os, sys, tempfile, threading, time, warnings
@@ -39,10 +49,23 @@ import torch
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
 pairs, steps, which = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(",")
-BLOCKS = tuple(int(x) for x in sys.argv[4].split("x")) if len(sys.argv) > 4 else (0, 0)
+BLOCK_SPEC = sys.argv[4] if len(sys.argv) > 4 else "0x0"  # "<blocks>x<steps>" or "<blocks>x<seconds>s"
 pc, tt = time.perf_counter_ns, time.thread_time_ns
 hook_ns = [0, 0, 0]  # wall in the step hooks, in the run's start and end hooks; CPU in the step hooks
+gc_ns = [0, 0]  # wall of the cyclic GC's collections: on the training thread, on any other thread
 TICK = os.sysconf("SC_CLK_TCK")
+TRAIN_TID = threading.get_ident()
+_gc_t0 = {}
+
+def gc_timer(phase, info):
+    if phase == "start":
+        _gc_t0[threading.get_ident()] = pc()
+    else:
+        t0 = _gc_t0.pop(threading.get_ident(), None)
+        if t0 is not None:
+            gc_ns[threading.get_ident() != TRAIN_TID] += pc() - t0
+import gc
+gc.callbacks.append(gc_timer)
 
 def sysprof_threads_cpu_s():
     """CPU seconds of sysprof's threads in this process: the native sampler's ("sysprof*") and the recorder's."""
@@ -58,9 +81,10 @@ def sysprof_threads_cpu_s():
             pass
     return total / TICK
 
+_SCHEDSTAT = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)  # the training thread's
+
 def run_delay_ns():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[1])
+    return int(os.pread(_SCHEDSTAT, 128, 0).split()[1])
 
 def mark_step(starts, probes):
     starts.append(pc())
@@ -95,28 +119,60 @@ def mlp():
     return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
 
-N_BLOCKS, PER_BLOCK = BLOCKS
-X, Y = torch.randn(128 * max(steps, N_BLOCKS * PER_BLOCK), 256), torch.randint(0, 10, (128 * max(steps, N_BLOCKS * PER_BLOCK),))
+N_BLOCKS, _per = BLOCK_SPEC.split("x")
+N_BLOCKS = int(N_BLOCKS)
+PER_BLOCK, BLOCK_NS = (0, int(float(_per[:-1]) * 1e9)) if _per.endswith("s") else (int(_per), 0)
+# the blocks fit's steps at most (time-based blocks: as if a step took 5 ms; the fit stops after the last block)
+BLOCK_STEPS = N_BLOCKS * PER_BLOCK if PER_BLOCK else N_BLOCKS * BLOCK_NS // 5_000_000
+NX = 128 * max(steps, 256)  # the samples made up front; the blocks fit goes round them
+X, Y = torch.randn(NX, 256), torch.randint(0, 10, (NX,))
 BLOCK_KINDS = ("A", "B", "B", "A")  # block k's kind: BLOCK_KINDS[k % 4]; blocks 2j and 2j+1 are one A and one B
 
-def toggler(cb, folder, fw, starts):
-    """At each block's first step: the recording stops (A) or starts (B), in the same fit (blocks mode)."""
+class Cyclic(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        return X[i % NX], Y[i % NX]
+
+def toggler(cb, folder, fw, starts, rec, bounds, stop_fit):
+    """At each block's first step: the recording starts (A to B) or stops (B to A), in the same fit (blocks mode);
+    the recording runs through both B blocks of A B B A. A block ends after PER_BLOCK steps or BLOCK_NS of wall
+    time; after the last one the fit is asked to stop. Per step ``rec`` gets the running totals (wall, the training
+    thread's CPU and run delay, the step hooks' wall and CPU, the GC's wall on the training and other threads)."""
     def toggle():
         i = len(starts) - 1
-        if i % PER_BLOCK == 0:
-            if BLOCK_KINDS[(i // PER_BLOCK) % 4] == "B":
-                cb.session.start(folder, fw)
-            else:
+        rec.append((starts[-1], tt(), run_delay_ns(), hook_ns[0], hook_ns[2], gc_ns[0], gc_ns[1]))
+        if not bounds:
+            bounds.append(i)
+            return
+        k = len(bounds) - 1
+        if k >= N_BLOCKS:
+            return
+        if (PER_BLOCK and i - bounds[-1] >= PER_BLOCK) or (BLOCK_NS and starts[-1] - starts[bounds[-1]] >= BLOCK_NS):
+            bounds.append(i)
+            if k + 1 == N_BLOCKS:
                 cb.session.stop("block")
+                stop_fit()
+                return
+            kind, before = BLOCK_KINDS[(k + 1) % 4], BLOCK_KINDS[k % 4]
+            if kind != before:
+                if kind == "B":
+                    cb.session.start(folder, fw)
+                else:
+                    cb.session.stop("block")
     return toggle
 
 def lightning_run(with_cb, blocks=False):
     import lightning.pytorch as pl
     from sysprof.integrations.lightning import SysprofCallback
-    starts, probes = [], []
+    starts, probes, rec, bounds, trainer = [], [], [], [], []
     tmp = tempfile.mkdtemp()
     cb = SysprofCallback(interval=0.01) if with_cb or blocks else LNoop()
-    toggle = toggler(cb, tmp, "lightning", starts) if blocks else None
+    def stop_fit():
+        trainer[0].should_stop = True
+    toggle = toggler(cb, tmp, "lightning", starts, rec, bounds, stop_fit) if blocks else None
     class Timing(pl.Callback):
         def on_train_batch_start(self, *a):
             mark_step(starts, probes)
@@ -134,25 +190,28 @@ def lightning_run(with_cb, blocks=False):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
     cbs = [Timing(), cb]
-    n = N_BLOCKS * PER_BLOCK if blocks else steps
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X[:128 * n], Y[:128 * n]), batch_size=128)
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, log_every_n_steps=10, enable_progress_bar=False,
+    data = Cyclic(128 * BLOCK_STEPS) if blocks else torch.utils.data.TensorDataset(X[:128 * steps], Y[:128 * steps])
+    loader = torch.utils.data.DataLoader(data, batch_size=128)
+    trainer.append(pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, log_every_n_steps=10, enable_progress_bar=False,
                          enable_checkpointing=False, enable_model_summary=False, default_root_dir=tmp,
-                         logger=pl.loggers.CSVLogger(tmp), callbacks=cbs)
-    trainer.fit(M(), loader)
-    return starts, probes
+                         logger=pl.loggers.CSVLogger(tmp), callbacks=cbs))
+    trainer[0].fit(M(), loader)
+    return (rec, bounds) if blocks else (starts, probes)
 
 def transformers_run(with_cb, blocks=False):
     from transformers import Trainer, TrainerCallback, TrainingArguments
     from sysprof.integrations.transformers import SysprofCallback
-    starts, probes = [], []
+    starts, probes, rec, bounds, control = [], [], [], [], []
     tmp = tempfile.mkdtemp()
     cb = SysprofCallback(interval=0.01) if with_cb or blocks else HNoop()
-    toggle = toggler(cb, tmp, "transformers", starts) if blocks else None
+    def stop_fit():
+        control[0].should_training_stop = True
+    toggle = toggler(cb, tmp, "transformers", starts, rec, bounds, stop_fit) if blocks else None
     class Timing(TrainerCallback):
-        def on_step_begin(self, *a, **k):
+        def on_step_begin(self, args, state, ctl, **k):
             mark_step(starts, probes)
             if toggle is not None:  # after the mark: its cost is the block's first step, left out
+                control[:] = [ctl]
                 toggle()
     class M(torch.nn.Module):
         def __init__(self):
@@ -162,16 +221,16 @@ def transformers_run(with_cb, blocks=False):
             return {"loss": torch.nn.functional.cross_entropy(self.net(x), labels)}
     class D(torch.utils.data.Dataset):
         def __len__(self):
-            return len(Y)
+            return 128 * (BLOCK_STEPS if blocks else steps)
         def __getitem__(self, i):
-            return {"x": X[i], "labels": Y[i]}
-    args = TrainingArguments(output_dir=tmp, max_steps=N_BLOCKS * PER_BLOCK if blocks else steps,
+            return {"x": X[i % NX], "labels": Y[i % NX]}
+    args = TrainingArguments(output_dir=tmp, max_steps=BLOCK_STEPS if blocks else steps,
                              per_device_train_batch_size=128,
                              logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
                              dataloader_num_workers=0)
     cbs = [Timing(), cb]
     Trainer(model=M(), args=args, train_dataset=D(), callbacks=cbs).train()
-    return starts, probes
+    return (rec, bounds) if blocks else (starts, probes)
 
 out = {}
 ORDERS = (("A", "B", "A"), ("B", "A", "A"), ("A", "A", "B"))
@@ -189,7 +248,8 @@ for fw in which:
         timed_hooks(HNoop)
     timed_hooks(mod.SysprofCallback)
     run(False), run(True)  # warm-up
-    res = {"triples": []}
+    res = {"triples": [], "seconds": {}}
+    t_fw = time.monotonic()
     for p in range(pairs):
         triple = []
         for kind in ORDERS[p % 3]:
@@ -202,11 +262,13 @@ for fw in which:
                            "hook_cpu_ns_per_step": (h1[2] - h0[2]) / n_mid, "run_delay_ns_per_step": (r1 - r0) / n_mid,
                            "threads_cpu_share": (c1 - c0) / ((t1 - t0) / 1e9), "run_hooks_ns": hook_ns[1]})
         res["triples"].append(triple)
+    res["seconds"]["triples"] = time.monotonic() - t_fw
     if N_BLOCKS:  # one long fit, the recording switched on and off block by block
-        starts, _ = run(False, blocks=True)
-        d = [b - a for a, b in zip(starts, starts[1:])]
-        res["blocks"] = [sorted(d[k * PER_BLOCK + 3:(k + 1) * PER_BLOCK])[(PER_BLOCK - 3) // 2]
-                         for k in range(len(d) // PER_BLOCK)]  # per block: the median step, its first 3 left out
+        t_fw = time.monotonic()
+        hook_ns[:] = [0, 0, 0]
+        rec, bounds = run(False, blocks=True)
+        res["blocks"] = {"bounds": bounds, "rec": rec}  # the parent sums each block's steps
+        res["seconds"]["blocks"] = time.monotonic() - t_fw
     out[fw] = res
 print(json.dumps(out))
 '''
@@ -233,8 +295,9 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
     if python is None:
         return {"skipped": "tests/recipes/frameworks-venv.sh not found"}
     n_blocks, per_block = cfg.get("integrations_blocks", BLOCKS)
-    r = subprocess.run([str(python), "-c", _CHILD, str(pairs), str(steps), "lightning,transformers",
-                        f"{n_blocks}x{per_block}"],
+    spec = f"{n_blocks}x{per_block:g}s" if isinstance(per_block, float) else f"{n_blocks}x{per_block}"
+    r = subprocess.run([str(python), "-c", _CHILD, str(pairs), str(steps), cfg.get("integrations_trainers", TRAINERS),
+                        spec],
                        capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"bench_integrations' child failed: {r.stderr.strip()[-3000:]}")
@@ -259,56 +322,154 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
             delay.append((rb["run_delay_ns_per_step"] - base_delay) / 1e3)
             threads.append(100 * rb["threads_cpu_share"])
             run_hooks.append(rb["run_hooks_ns"] / 1e6)
-        blocks, block_added, block_noise = res.get("blocks", []), [], []
-        for j in range(0, len(blocks) - 1, 2):  # blocks 2j, 2j+1: one A, one B
-            a, b = (blocks[j], blocks[j + 1]) if BLOCK_KINDS[j % 4] == "A" else (blocks[j + 1], blocks[j])
-            block_added.append(100.0 * (b - a) / a)
-        for j in range(3, len(blocks) - 1, 4):  # blocks 4k+3, 4k+4: both A
-            block_noise.append(100.0 * (blocks[j + 1] - blocks[j]) / blocks[j])
         out[fw] = {"step_ms_without": dist(off, "ms"), "step_ms_with": dist(on, "ms"),
-                   "blocks_added_percent": dist(block_added, "%"), "blocks_a_vs_a_percent": dist(block_noise, "%"),
                    "added_percent": dist(added, "%"), "a_vs_a_percent": dist(noise, "%"),
                    "hooks_us_per_step": dist(hooks, "us"), "hooks_cpu_us_per_step": dist(cpu, "us"),
                    "run_delay_us_per_step": dist(delay, "us"),
-                   "threads_cpu_percent": dist(threads, "% of a core"), "start_stop_ms": dist(run_hooks, "ms")}
+                   "threads_cpu_percent": dist(threads, "% of a core"), "start_stop_ms": dist(run_hooks, "ms"),
+                   "seconds": res.get("seconds", {})}
+        if res.get("blocks"):
+            out[fw]["in_one_fit"] = block_figures(res["blocks"]["rec"], res["blocks"]["bounds"])
     return out
 
 
 BLOCK_KINDS = ("A", "B", "B", "A")  # the child's
+#: the per-step running totals the child records (its toggler's ``rec``), in order
+REC = ("wall", "cpu", "run_delay", "hooks", "hooks_cpu", "gc_train", "gc_other")
+
+
+def boot_ci(d, seed: int = 15) -> Dict[str, Any]:
+    """Median and trimmed mean (TRIM at each end) of ``d`` with 95 % bootstrap percentile intervals (BOOT resamples
+    of the pairs, seeded)."""
+    import numpy as np
+
+    d = np.asarray(d, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    n = d.size
+    if n < 2:
+        return {"n": int(n), "median": None, "median_ci": [None, None], "trimmed": None, "trimmed_ci": [None, None],
+                "mean": None}
+    k = int(TRIM * n)
+
+    def trimmed(x):
+        return np.sort(x, axis=-1)[..., k:n - k].mean(axis=-1)
+
+    rs = d[np.random.default_rng(seed).integers(0, n, (BOOT, n))]
+    med, trm = np.median(rs, axis=1), trimmed(rs)
+    return {"n": int(n), "median": float(np.median(d)), "median_ci": [float(x) for x in np.percentile(med, [2.5, 97.5])],
+            "trimmed": float(trimmed(d)), "trimmed_ci": [float(x) for x in np.percentile(trm, [2.5, 97.5])],
+            "mean": float(d.mean())}
+
+
+def verdict(ci, goal: float = GOAL_PERCENT) -> str:
+    """ok: the interval's upper bound is within the goal; missed: its lower bound is above it; not resolvable: the
+    interval is wider than the goal (and straddles it); else borderline (narrow, straddling it)."""
+    lo, hi = ci
+    if lo is None:
+        return "-"
+    if hi <= goal:
+        return "ok"
+    if lo > goal:
+        return "missed"
+    return "not resolvable" if hi - lo > goal else "borderline"
+
+
+def block_figures(rec, bounds, skip: int = SKIP, warm: int = WARM_BLOCKS) -> Dict[str, Any]:
+    """The blocks fit's figures. Per block, from its step ``skip`` to the next block's first: per step the wall
+    time, the training thread's CPU and run delay, the rest (waiting: the GIL, I/O), the step hooks' wall and CPU
+    and the GC's wall. Pairs 2j, 2j+1 (one A, one B, side by side; in A B B A order, so a drift cancels):
+    ``added`` = B - A in % of A's wall step, each component in % of A's wall step too (they add up: wall = CPU +
+    run delay + waiting); the A-vs-A control: blocks 4k+3 and 4k+4 (both A, side by side), the same way. Each: the
+    median and trimmed mean over pairs with 95 % bootstrap intervals."""
+    import numpy as np
+
+    r = np.asarray(rec, dtype=np.float64)
+    blocks = []  # per block: per-step means of REC
+    for b in range(len(bounds) - 1):
+        i, j = bounds[b] + skip, bounds[b + 1]
+        blocks.append((r[j] - r[i]) / (j - i) if j > i else np.full(len(REC), np.nan))
+    blocks = np.asarray(blocks).reshape(-1, len(REC))
+    wall, cpu, delay = blocks[:, 0], blocks[:, 1], blocks[:, 2]
+    comp = {"wall": wall, "cpu": cpu, "run_delay": delay, "waiting": wall - cpu - delay, "hooks_cpu": blocks[:, 4],
+            "gc_train": blocks[:, 5], "gc_other": blocks[:, 6]}
+    pairs = [(j, j + 1) if BLOCK_KINDS[j % 4] == "A" else (j + 1, j) for j in range(warm, len(blocks) - 1, 2)]
+    controls = [(j, j + 1) for j in range(warm + 3, len(blocks) - 1, 4)]  # blocks 4k+3, 4k+4: both A
+    a_idx = np.array([a for a, _ in pairs], dtype=int)
+    b_idx = np.array([b for _, b in pairs], dtype=int)
+    c0, c1 = (np.array(x, dtype=int) for x in zip(*controls)) if controls else (np.zeros(0, int),) * 2
+    out: Dict[str, Any] = {"blocks": len(blocks), "skip": skip, "warm_blocks": warm,
+                           "steps_per_block": float(np.median(np.diff(bounds))) if len(bounds) > 1 else 0,
+                           "step_ms_a": float(np.median(wall[a_idx])) / 1e6 if len(a_idx) else None,
+                           "step_ms_b": float(np.median(wall[b_idx])) / 1e6 if len(b_idx) else None,
+                           "hooks_us_a": float(np.median(blocks[a_idx, 3])) / 1e3 if len(a_idx) else None,
+                           "hooks_us_b": float(np.median(blocks[b_idx, 3])) / 1e3 if len(b_idx) else None}
+    for name, x in comp.items():  # in % of A's wall step
+        out[name] = boot_ci(100.0 * (x[b_idx] - x[a_idx]) / wall[a_idx])
+        out[name + "_a_vs_a"] = boot_ci(100.0 * (x[c1] - x[c0]) / wall[c0])
+    out["verdict"] = verdict(out["wall"]["trimmed_ci"])
+    out["verdict_median"] = verdict(out["wall"]["median_ci"])
+    return out
+
+
+def _ci(c, key: str = "trimmed", unit: str = " %") -> str:
+    lo, hi = c.get(key + "_ci", [None, None])
+    return f"{fmt(c.get(key))}{unit} [{fmt(lo)} .. {fmt(hi)}]"
 
 
 def print_integrations(res: Dict[str, Any]) -> str:
     if "skipped" in res:
         return f"integrations: skipped ({res['skipped']})"
-    rows = []
+    rows, fit_rows, parts = [], [], []
     for fw in ("lightning", "transformers"):
         d = res.get(fw)
         if not d:
             continue
         a, z, h, c, r = (d[k] for k in ("added_percent", "a_vs_a_percent", "hooks_us_per_step",
                                          "hooks_cpu_us_per_step", "run_delay_us_per_step"))
-        step_us = 1e3 * (d["step_ms_without"]["median"] or float("nan"))
-        ba, bz = d.get("blocks_added_percent", {}), d.get("blocks_a_vs_a_percent", {})
-        rows.append([fw, a["n"], fmt(d["step_ms_without"]["median"]), fmt(d["step_ms_with"]["median"]),
-                     f"{fmt(a['median'])} % [{fmt(a['p25'])} .. {fmt(a['p75'])}]",
-                     f"{fmt(z['median'])} % [{fmt(z['p25'])} .. {fmt(z['p75'])}]",
-                     f"{fmt(ba.get('median'))} % [{fmt(ba.get('p25'))} .. {fmt(ba.get('p75'))}] (n={ba.get('n', 0)})",
-                     f"{fmt(bz.get('median'))} % [{fmt(bz.get('p25'))} .. {fmt(bz.get('p75'))}] (n={bz.get('n', 0)})",
-                     f"{fmt(h['median'])} ({fmt(100 * h['median'] / step_us)} %)", fmt(c["median"]),
-                     f"{fmt(r['median'])} ({fmt(100 * r['median'] / step_us)} %)",
-                     f"{fmt(d['threads_cpu_percent']['median'])} %", fmt(d["start_stop_ms"]["median"])])
-    head = (f"SysprofCallback's added step time, sampling every {res['interval_s'] * 1e3:g} ms "
-            f"({res['steps']} steps per run, {res['triples']} interleaved A/B/A triples; goal <= 1 %)\n\n")
-    return head + table(["trainer", "n", "step ms A", "step ms B", "added wall, median [IQR]", "A vs A [IQR]",
-                         "in one fit: added [IQR]", "in one fit: A vs A [IQR]",
-                         "step hooks us/step (share)", "hooks CPU us/step", "run delay added us/step (share)",
-                         "sysprof threads CPU", "start + stop ms"], rows) + (
-        "\n\nB: with SysprofCallback; A: an empty callback with the same hooks. Hooks and run delay: B's minus "
-        "A's, over the middle half of each run. In one fit: one training run of "
-        f"{res.get('blocks', [0, 0])[0]} blocks of {res.get('blocks', [0, 0])[1]} steps, the callback recording in "
-        "every other pair (A B B A ...); per block its median step (the first 3 left out), each B against the A "
-        "beside it, A vs A the two A blocks side by side: no run-to-run noise. sysprof's threads run beside the training thread (one torch "
-        "thread): their CPU is paid by whatever shares their core.")
+        if a["n"]:
+            step_us = 1e3 * d["step_ms_without"]["median"]
+            rows.append([fw, a["n"], fmt(d["step_ms_without"]["median"]), fmt(d["step_ms_with"]["median"]),
+                         f"{fmt(a['median'])} % [{fmt(a['p25'])} .. {fmt(a['p75'])}]",
+                         f"{fmt(z['median'])} % [{fmt(z['p25'])} .. {fmt(z['p75'])}]",
+                         f"{fmt(h['median'])} ({fmt(100 * h['median'] / step_us)} %)", fmt(c["median"]),
+                         f"{fmt(r['median'])} ({fmt(100 * r['median'] / step_us)} %)",
+                         f"{fmt(d['threads_cpu_percent']['median'])} %", fmt(d["start_stop_ms"]["median"])])
+        f = d.get("in_one_fit")
+        if f:
+            w = f["wall"]
+            fit_rows.append([fw, w["n"], f"{fmt(f['steps_per_block'])}", fmt(f["step_ms_a"]), _ci(w),
+                             _ci(w, "median"), _ci(f["wall_a_vs_a"]), _ci(f["wall_a_vs_a"], "median"),
+                             _ci(f["cpu"]), _ci(f["hooks_cpu"]), _ci(f["run_delay"]), _ci(f["waiting"]),
+                             _ci(f["gc_train"]), _ci(f["gc_other"]), f"{fmt(f['hooks_us_b'])} / {fmt(f['hooks_us_a'])}",
+                             f"{f['verdict']} (median: {f['verdict_median']})"])
+    if rows:
+        parts.append(
+            f"SysprofCallback's added step time, sampling every {res['interval_s'] * 1e3:g} ms, whole runs "
+            f"({res['steps']} steps per run, {res['triples']} interleaved A/B/A triples; goal <= 1 %)\n\n" + table(
+                ["trainer", "n", "step ms A", "step ms B", "added wall, median [IQR]", "A vs A [IQR]",
+                 "step hooks us/step (share)", "hooks CPU us/step", "run delay added us/step (share)",
+                 "sysprof threads CPU", "start + stop ms"], rows) +
+            "\n\nB: with SysprofCallback; A: an empty callback with the same hooks. Hooks and run delay: B's minus "
+            "A's, over the middle half of each run. sysprof's threads run beside the training thread (one torch "
+            "thread): their CPU is paid by whatever shares their core.")
+    if fit_rows:
+        n_blocks, per = res.get("blocks", [0, 0])
+        per = f"{per:g} s" if isinstance(per, float) else f"{per} steps"
+        parts.append(
+            f"In one fit: {n_blocks} blocks of {per}, SysprofCallback recording in A B B A order (B: recording, "
+            f"A: stopped), per pair of side-by-side blocks B - A in % of A's step; 10 % trimmed mean and median "
+            f"over pairs, [95 % bootstrap interval]; goal <= {GOAL_PERCENT:g} %\n\n" + table(
+                ["trainer", "pairs", "steps/block", "step ms A", "added wall (trimmed)", "added wall (median)",
+                 "A vs A (trimmed)", "A vs A (median)", "of it: thread CPU", "hooks' CPU", "run delay",
+                 "waiting (GIL, I/O)", "GC on thread", "GC elsewhere", "hooks us/step B / A", "verdict"],
+                fit_rows) +
+            f"\n\nPer block its steps' mean, its first {SKIP} left out (the recording's start or stop), the first "
+            f"{WARM_BLOCKS} blocks left out. wall = thread CPU + run delay + waiting; the hooks' CPU is part of the "
+            "thread's CPU, the GC's time (cyclic collections, wall) is part of the CPU when on the training thread, "
+            "of its waiting (for the GIL) when elsewhere. A vs A: the two A blocks side by side (4k+3, 4k+4), the "
+            "same way: the resolution. Verdict (trimmed mean's interval): ok when its upper bound is <= the goal, "
+            "missed when its lower bound is above it, not resolvable when it is wider than the goal.")
+    return "\n\n".join(parts) if parts else "integrations: nothing measured"
 
 
 if __name__ == "__main__":
@@ -316,8 +477,30 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--trainers", default=TRAINERS, help="lightning,transformers (default both)")
+    ap.add_argument("--triples", type=int, help=f"A/B/A triples of whole runs (default {DEFAULT[0]})")
+    ap.add_argument("--steps", type=int, help=f"steps per whole run (default {DEFAULT[1]})")
+    ap.add_argument("--blocks", type=int, help=f"blocks in the one fit (default {BLOCKS[0]}; 0: none)")
+    ap.add_argument("--per-block", help=f"steps per block, or seconds with an s (default {BLOCKS[1]:g}s)")
+    ap.add_argument("--json", help="write the results here too")
     a = ap.parse_args()
     import sysprof as _sysprof
 
-    cfg = {"integrations": QUICK, "integrations_blocks": (8, 20)} if a.quick else {"integrations": DEFAULT}
-    print(print_integrations(bench_integrations(cfg, _sysprof)))
+    cfg = {"integrations": QUICK, "integrations_blocks": QUICK_BLOCKS} if a.quick else \
+        {"integrations": DEFAULT, "integrations_blocks": BLOCKS}
+    cfg["integrations_trainers"] = a.trainers
+    tri, blk = list(cfg["integrations"]), list(cfg["integrations_blocks"])
+    if a.triples is not None:
+        tri[0] = a.triples
+    if a.steps is not None:
+        tri[1] = a.steps
+    if a.blocks is not None:
+        blk[0] = a.blocks
+    if a.per_block is not None:
+        blk[1] = float(a.per_block[:-1]) if a.per_block.endswith("s") else int(a.per_block)
+    cfg["integrations"], cfg["integrations_blocks"] = tuple(tri), tuple(blk)
+    result = bench_integrations(cfg, _sysprof)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print(print_integrations(result))
