@@ -15,8 +15,19 @@ Also measured per run, over the middle half of its steps: the time inside the ca
 training thread's run delay per step (``/proc/self/task/<tid>/schedstat``, time runnable but kept off a CPU: the
 direct interference of sysprof's threads), and the CPU of sysprof's threads (the native sampler's and the
 recorder's) as a share of one core; and the start and stop hooks' time per run. On a machine whose cores are all
-busy the wall figure is mostly the scheduler's; the CPU figures are the work done. The goal is ``added`` <= 1 %;
-the IQRs and ``A vs A`` say how far the medians can be trusted.
+busy the wall figure is mostly the scheduler's; the CPU figures are the work done.
+
+The goal (``added`` <= 1 %) is decided in one fit (blocks mode; whole runs differ by more than 1 % on their own):
+the recording started and stopped by a timing callback at block boundaries, blocks of ~0.3 s (+- 10 %, seeded) in
+A B B A quads (the recording runs through both B blocks: 0.6 s, one of the recorder's drains), each block's first
+step (the start or stop) left out. Per step the wall time, the training thread's CPU (``time.thread_time_ns``) and
+run delay (schedstat), the callback's step hooks' wall and CPU and the cyclic GC's wall (on the training thread,
+elsewhere) are recorded; per quad the contrast (B1 + B2 - A0 - A3) / 2 in % of the A step (a linear drift cancels),
+for the wall time and for each part (wall = CPU + run delay + waiting; "own" = wall - run delay). Reported: the
+10 % trimmed mean and the median over quads, each with a 95 % bootstrap interval (numpy, seeded), beside the same
+contrast of A blocks only (A vs A: the resolution), and a verdict: ok when the trimmed mean's upper bound is within
+1 %, missed when its lower bound is above it, not resolvable when the interval is wider than 1 %.
+``SYSPROF_BENCH_A_ONLY=1`` makes the B blocks record nothing (an A/A check of the whole method).
 """
 from __future__ import annotations
 
@@ -29,19 +40,21 @@ from typing import Any, Dict
 
 from bench_util import REPO, dist, fmt, table
 
-DEFAULT = (9, 100)  # triples, steps per run
+DEFAULT = (6, 100)  # triples, steps per run
 QUICK = (2, 30)
 # blocks mode: one fit in blocks, the recording on in blocks A B B A (repeated); (blocks, steps per block: int, or
-# seconds per block: float). A block a little longer than the recorder's drain period (0.5 s) holds one drain, as
-# in a steady recording.
-BLOCKS = (400, 0.52)
-QUICK_BLOCKS = (8, 10)
+# seconds per block: float, +- 10 %). Short blocks cancel the machine's drift best (an A/A pilot on the 2-vCPU VM:
+# the contrast's noise per step measured fell 1.5x from 35 to 10 steps per block); a recording (B B) of 2 x 0.3 s
+# still holds one of the recorder's drains (every 0.5 s): 5/6 of a steady recording's.
+BLOCKS = (560, 0.3)
+QUICK_BLOCKS = (16, 10)
 TRAINERS = "lightning,transformers"
 GOAL_PERCENT = 1.0
 SKIP = 1  # a block's first steps left out (the recording's start or stop is in its first)
 WARM_BLOCKS = 4  # the fit's first blocks (one A B B A) left out
 BOOT = 4000  # bootstrap resamples (seeded)
 TRIM = 0.1  # the trimmed mean drops this share at each end
+MIN_QUADS = 10  # fewer quads: no verdict
 
 _CHILD = r'''
 import json, os, sys, tempfile, threading, time, warnings
@@ -127,6 +140,7 @@ BLOCK_STEPS = N_BLOCKS * PER_BLOCK if PER_BLOCK else N_BLOCKS * BLOCK_NS // 5_00
 NX = 128 * max(steps, 256)  # the samples made up front; the blocks fit goes round them
 X, Y = torch.randn(NX, 256), torch.randint(0, 10, (NX,))
 BLOCK_KINDS = ("A", "B", "B", "A")  # block k's kind: BLOCK_KINDS[k % 4]; blocks 2j and 2j+1 are one A and one B
+A_ONLY = os.environ.get("SYSPROF_BENCH_A_ONLY", "")  # "1": the B blocks record nothing either (an A/A check); "2": no start or stop call at all
 
 class Cyclic(torch.utils.data.Dataset):
     def __init__(self, n):
@@ -138,9 +152,13 @@ class Cyclic(torch.utils.data.Dataset):
 
 def toggler(cb, folder, fw, starts, rec, bounds, stop_fit):
     """At each block's first step: the recording starts (A to B) or stops (B to A), in the same fit (blocks mode);
-    the recording runs through both B blocks of A B B A. A block ends after PER_BLOCK steps or BLOCK_NS of wall
-    time; after the last one the fit is asked to stop. Per step ``rec`` gets the running totals (wall, the training
-    thread's CPU and run delay, the step hooks' wall and CPU, the GC's wall on the training and other threads)."""
+    the recording runs through both B blocks of A B B A. A block ends after PER_BLOCK steps or its wall time (BLOCK_NS
+    +- 10 %, seeded: no noise of a fixed period lines up with the blocks); after the last one the fit is asked to
+    stop. Per step ``rec`` gets the running totals (wall, the training thread's CPU and run delay, the step hooks'
+    wall and CPU, the GC's wall on the training and other threads)."""
+    import random
+    jitter = random.Random(15)
+    length = [BLOCK_NS]
     def toggle():
         i = len(starts) - 1
         rec.append((starts[-1], tt(), run_delay_ns(), hook_ns[0], hook_ns[2], gc_ns[0], gc_ns[1]))
@@ -150,15 +168,16 @@ def toggler(cb, folder, fw, starts, rec, bounds, stop_fit):
         k = len(bounds) - 1
         if k >= N_BLOCKS:
             return
-        if (PER_BLOCK and i - bounds[-1] >= PER_BLOCK) or (BLOCK_NS and starts[-1] - starts[bounds[-1]] >= BLOCK_NS):
+        if (PER_BLOCK and i - bounds[-1] >= PER_BLOCK) or (BLOCK_NS and starts[-1] - starts[bounds[-1]] >= length[0]):
             bounds.append(i)
+            length[0] = int(BLOCK_NS * jitter.uniform(0.9, 1.1))
             if k + 1 == N_BLOCKS:
                 cb.session.stop("block")
                 stop_fit()
                 return
             kind, before = BLOCK_KINDS[(k + 1) % 4], BLOCK_KINDS[k % 4]
-            if kind != before:
-                if kind == "B":
+            if kind != before and A_ONLY != "2":
+                if kind == "B" and not A_ONLY:
                     cb.session.start(folder, fw)
                 else:
                     cb.session.stop("block")
@@ -330,6 +349,8 @@ def bench_integrations(cfg, sysprof) -> Dict[str, Any]:
                    "seconds": res.get("seconds", {})}
         if res.get("blocks"):
             out[fw]["in_one_fit"] = block_figures(res["blocks"]["rec"], res["blocks"]["bounds"])
+            if cfg.get("integrations_raw"):
+                out[fw]["raw_blocks"] = res["blocks"]
     return out
 
 
@@ -339,8 +360,8 @@ REC = ("wall", "cpu", "run_delay", "hooks", "hooks_cpu", "gc_train", "gc_other")
 
 
 def boot_ci(d, seed: int = 15) -> Dict[str, Any]:
-    """Median and trimmed mean (TRIM at each end) of ``d`` with 95 % bootstrap percentile intervals (BOOT resamples
-    of the pairs, seeded)."""
+    """Median and trimmed mean (TRIM at each end) of ``d`` (one value per quad) with 95 % bootstrap percentile
+    intervals (BOOT resamples, seeded)."""
     import numpy as np
 
     d = np.asarray(d, dtype=np.float64)
@@ -361,12 +382,13 @@ def boot_ci(d, seed: int = 15) -> Dict[str, Any]:
             "mean": float(d.mean())}
 
 
-def verdict(ci, goal: float = GOAL_PERCENT) -> str:
+def verdict(ci, goal: float = GOAL_PERCENT, n: int = 0) -> str:
     """ok: the interval's upper bound is within the goal; missed: its lower bound is above it; not resolvable: the
-    interval is wider than the goal (and straddles it); else borderline (narrow, straddling it)."""
+    interval is wider than the goal (and straddles it); else borderline (narrow, straddling it). Fewer than
+    MIN_QUADS values: too few."""
     lo, hi = ci
-    if lo is None:
-        return "-"
+    if lo is None or n < MIN_QUADS:
+        return f"too few ({n})"
     if hi <= goal:
         return "ok"
     if lo > goal:
@@ -377,10 +399,12 @@ def verdict(ci, goal: float = GOAL_PERCENT) -> str:
 def block_figures(rec, bounds, skip: int = SKIP, warm: int = WARM_BLOCKS) -> Dict[str, Any]:
     """The blocks fit's figures. Per block, from its step ``skip`` to the next block's first: per step the wall
     time, the training thread's CPU and run delay, the rest (waiting: the GIL, I/O), the step hooks' wall and CPU
-    and the GC's wall. Pairs 2j, 2j+1 (one A, one B, side by side; in A B B A order, so a drift cancels):
-    ``added`` = B - A in % of A's wall step, each component in % of A's wall step too (they add up: wall = CPU +
-    run delay + waiting); the A-vs-A control: blocks 4k+3 and 4k+4 (both A, side by side), the same way. Each: the
-    median and trimmed mean over pairs with 95 % bootstrap intervals."""
+    and the GC's wall. Per A B B A quad (blocks 4q .. 4q+3): the contrast (B1 + B2 - A0 - A3) / 2, in % of the
+    quad's A step (a linear drift cancels); each component the same way, in % of the A step too, so they add up:
+    wall = CPU + run delay + waiting, and "own" = wall - run delay (the thread's CPU and waiting). The A-vs-A
+    control: the same contrast of A blocks only, (A 4q+4 + A 4q+7 - A 4q+3 - A 4q+8) / 2 (A blocks of two
+    neighbouring quads): what the machine's noise alone gives. Each: trimmed mean and median over quads with 95 %
+    bootstrap intervals (resampling quads)."""
     import numpy as np
 
     r = np.asarray(rec, dtype=np.float64)
@@ -390,24 +414,24 @@ def block_figures(rec, bounds, skip: int = SKIP, warm: int = WARM_BLOCKS) -> Dic
         blocks.append((r[j] - r[i]) / (j - i) if j > i else np.full(len(REC), np.nan))
     blocks = np.asarray(blocks).reshape(-1, len(REC))
     wall, cpu, delay = blocks[:, 0], blocks[:, 1], blocks[:, 2]
-    comp = {"wall": wall, "cpu": cpu, "run_delay": delay, "waiting": wall - cpu - delay, "hooks_cpu": blocks[:, 4],
-            "gc_train": blocks[:, 5], "gc_other": blocks[:, 6]}
-    pairs = [(j, j + 1) if BLOCK_KINDS[j % 4] == "A" else (j + 1, j) for j in range(warm, len(blocks) - 1, 2)]
-    controls = [(j, j + 1) for j in range(warm + 3, len(blocks) - 1, 4)]  # blocks 4k+3, 4k+4: both A
-    a_idx = np.array([a for a, _ in pairs], dtype=int)
-    b_idx = np.array([b for _, b in pairs], dtype=int)
-    c0, c1 = (np.array(x, dtype=int) for x in zip(*controls)) if controls else (np.zeros(0, int),) * 2
-    out: Dict[str, Any] = {"blocks": len(blocks), "skip": skip, "warm_blocks": warm,
+    comp = {"wall": wall, "own": wall - delay, "cpu": cpu, "run_delay": delay, "waiting": wall - cpu - delay,
+            "hooks_cpu": blocks[:, 4], "gc_train": blocks[:, 5], "gc_other": blocks[:, 6]}
+    q = np.arange(warm // 4 * 4, len(blocks) - 3, 4)  # each quad's first block (A B B A)
+    c = np.arange(warm // 4 * 4 + 3, len(blocks) - 5, 4)  # A blocks c, c+1 | c+4, c+5
+    a_ms = (wall[q] + wall[q + 3]) / 2
+    ca_ms = (wall[c] + wall[c + 5]) / 2
+    out: Dict[str, Any] = {"blocks": len(blocks), "quads": int(q.size), "skip": skip, "warm_blocks": warm,
                            "steps_per_block": float(np.median(np.diff(bounds))) if len(bounds) > 1 else 0,
-                           "step_ms_a": float(np.median(wall[a_idx])) / 1e6 if len(a_idx) else None,
-                           "step_ms_b": float(np.median(wall[b_idx])) / 1e6 if len(b_idx) else None,
-                           "hooks_us_a": float(np.median(blocks[a_idx, 3])) / 1e3 if len(a_idx) else None,
-                           "hooks_us_b": float(np.median(blocks[b_idx, 3])) / 1e3 if len(b_idx) else None}
-    for name, x in comp.items():  # in % of A's wall step
-        out[name] = boot_ci(100.0 * (x[b_idx] - x[a_idx]) / wall[a_idx])
-        out[name + "_a_vs_a"] = boot_ci(100.0 * (x[c1] - x[c0]) / wall[c0])
-    out["verdict"] = verdict(out["wall"]["trimmed_ci"])
-    out["verdict_median"] = verdict(out["wall"]["median_ci"])
+                           "step_ms_a": float(np.median(a_ms)) / 1e6 if q.size else None,
+                           "step_ms_b": float(np.median((wall[q + 1] + wall[q + 2]) / 2)) / 1e6 if q.size else None,
+                           "hooks_us_a": float(np.median(blocks[q, 3])) / 1e3 if q.size else None,
+                           "hooks_us_b": float(np.median(blocks[q + 1, 3])) / 1e3 if q.size else None}
+    for name, x in comp.items():
+        out[name] = boot_ci(100.0 * ((x[q + 1] + x[q + 2]) - (x[q] + x[q + 3])) / 2 / a_ms)
+        out[name + "_a_vs_a"] = boot_ci(100.0 * ((x[c + 1] + x[c + 4]) - (x[c] + x[c + 5])) / 2 / ca_ms)
+    out["verdict"] = verdict(out["wall"]["trimmed_ci"], n=out["wall"]["n"])
+    out["verdict_median"] = verdict(out["wall"]["median_ci"], n=out["wall"]["n"])
+    out["verdict_own"] = verdict(out["own"]["trimmed_ci"], n=out["own"]["n"])
     return out
 
 
@@ -419,7 +443,7 @@ def _ci(c, key: str = "trimmed", unit: str = " %") -> str:
 def print_integrations(res: Dict[str, Any]) -> str:
     if "skipped" in res:
         return f"integrations: skipped ({res['skipped']})"
-    rows, fit_rows, parts = [], [], []
+    rows, fit_rows, parts_rows, parts = [], [], [], []
     for fw in ("lightning", "transformers"):
         d = res.get(fw)
         if not d:
@@ -436,12 +460,13 @@ def print_integrations(res: Dict[str, Any]) -> str:
                          f"{fmt(d['threads_cpu_percent']['median'])} %", fmt(d["start_stop_ms"]["median"])])
         f = d.get("in_one_fit")
         if f:
-            w = f["wall"]
-            fit_rows.append([fw, w["n"], f"{fmt(f['steps_per_block'])}", fmt(f["step_ms_a"]), _ci(w),
-                             _ci(w, "median"), _ci(f["wall_a_vs_a"]), _ci(f["wall_a_vs_a"], "median"),
-                             _ci(f["cpu"]), _ci(f["hooks_cpu"]), _ci(f["run_delay"]), _ci(f["waiting"]),
-                             _ci(f["gc_train"]), _ci(f["gc_other"]), f"{fmt(f['hooks_us_b'])} / {fmt(f['hooks_us_a'])}",
-                             f"{f['verdict']} (median: {f['verdict_median']})"])
+            w, o = f["wall"], f["own"]
+            fit_rows.append([fw, w["n"], fmt(f["steps_per_block"]), fmt(f["step_ms_a"]), _ci(w), _ci(w, "median"),
+                             _ci(f["wall_a_vs_a"]), _ci(f["wall_a_vs_a"], "median"), f["verdict"], _ci(o),
+                             _ci(f["own_a_vs_a"]), f["verdict_own"]])
+            parts_rows.append([fw, _ci(f["cpu"]), _ci(f["hooks_cpu"]), _ci(f["gc_train"]), _ci(f["run_delay"]),
+                               _ci(f["waiting"]), _ci(f["gc_other"]),
+                               f"{fmt(f['hooks_us_b'])} / {fmt(f['hooks_us_a'])}"])
     if rows:
         parts.append(
             f"SysprofCallback's added step time, sampling every {res['interval_s'] * 1e3:g} ms, whole runs "
@@ -454,21 +479,24 @@ def print_integrations(res: Dict[str, Any]) -> str:
             "thread): their CPU is paid by whatever shares their core.")
     if fit_rows:
         n_blocks, per = res.get("blocks", [0, 0])
-        per = f"{per:g} s" if isinstance(per, float) else f"{per} steps"
+        per = f"{per:g} s (+- 10 %)" if isinstance(per, float) else f"{per} steps"
         parts.append(
             f"In one fit: {n_blocks} blocks of {per}, SysprofCallback recording in A B B A order (B: recording, "
-            f"A: stopped), per pair of side-by-side blocks B - A in % of A's step; 10 % trimmed mean and median "
-            f"over pairs, [95 % bootstrap interval]; goal <= {GOAL_PERCENT:g} %\n\n" + table(
-                ["trainer", "pairs", "steps/block", "step ms A", "added wall (trimmed)", "added wall (median)",
-                 "A vs A (trimmed)", "A vs A (median)", "of it: thread CPU", "hooks' CPU", "run delay",
-                 "waiting (GIL, I/O)", "GC on thread", "GC elsewhere", "hooks us/step B / A", "verdict"],
-                fit_rows) +
+            f"A: stopped); per quad (B1 + B2 - A0 - A3) / 2 in % of its A step; {100 * TRIM:g} % trimmed mean and "
+            f"median over quads [95 % bootstrap interval]; goal <= {GOAL_PERCENT:g} %\n\n" + table(
+                ["trainer", "quads", "steps/block", "step ms A", "added wall (trimmed)", "added wall (median)",
+                 "A vs A (trimmed)", "A vs A (median)", "verdict (wall)", "added own time (trimmed)",
+                 "A vs A own", "verdict (own)"], fit_rows) +
+            "\n\nWhere it comes from (trimmed mean [95 %], in % of A's step; B's minus A's):\n\n" + table(
+                ["trainer", "thread CPU", "of it: hooks' CPU", "of it: GC", "run delay", "waiting (GIL, I/O)",
+                 "GC elsewhere", "hooks us/step B / A"], parts_rows) +
             f"\n\nPer block its steps' mean, its first {SKIP} left out (the recording's start or stop), the first "
-            f"{WARM_BLOCKS} blocks left out. wall = thread CPU + run delay + waiting; the hooks' CPU is part of the "
-            "thread's CPU, the GC's time (cyclic collections, wall) is part of the CPU when on the training thread, "
-            "of its waiting (for the GIL) when elsewhere. A vs A: the two A blocks side by side (4k+3, 4k+4), the "
-            "same way: the resolution. Verdict (trimmed mean's interval): ok when its upper bound is <= the goal, "
-            "missed when its lower bound is above it, not resolvable when it is wider than the goal.")
+            f"{WARM_BLOCKS} blocks left out. wall = thread CPU + run delay + waiting; own = wall - run delay (the "
+            "training thread's CPU and waiting: the time the other load on the machine does not make). The GC "
+            "(cyclic collections, wall) is part of the thread's CPU when on it, of its waiting (for the GIL) when "
+            "elsewhere. A vs A: the same contrast of A blocks only (blocks 4q+3, 4q+4 against 4q+7, 4q+8): the "
+            "resolution. Verdict on the trimmed mean's interval: ok when its upper bound is <= the goal, missed "
+            "when its lower bound is above it, not resolvable when it is wider than the goal, else borderline.")
     return "\n\n".join(parts) if parts else "integrations: nothing measured"
 
 
@@ -483,12 +511,13 @@ if __name__ == "__main__":
     ap.add_argument("--blocks", type=int, help=f"blocks in the one fit (default {BLOCKS[0]}; 0: none)")
     ap.add_argument("--per-block", help=f"steps per block, or seconds with an s (default {BLOCKS[1]:g}s)")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--raw", action="store_true", help="with --json: the blocks fit's per-step totals too")
     a = ap.parse_args()
     import sysprof as _sysprof
 
     cfg = {"integrations": QUICK, "integrations_blocks": QUICK_BLOCKS} if a.quick else \
         {"integrations": DEFAULT, "integrations_blocks": BLOCKS}
-    cfg["integrations_trainers"] = a.trainers
+    cfg["integrations_trainers"], cfg["integrations_raw"] = a.trainers, a.raw
     tri, blk = list(cfg["integrations"]), list(cfg["integrations_blocks"])
     if a.triples is not None:
         tri[0] = a.triples
