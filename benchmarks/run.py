@@ -77,7 +77,7 @@ from bench_pftrace import bench_pftrace, print_pftrace  # noqa: E402
 from bench_smaps import bench_smaps, print_smaps  # noqa: E402
 from bench_prometheus import bench_prometheus, print_prometheus  # noqa: E402
 from bench_gpu import bench_gpu, print_gpu  # noqa: E402
-from bench_integrations import bench_integrations, print_integrations  # noqa: E402
+from bench_integrations import DEFAULT as INTEGRATIONS_DEFAULT, QUICK_BLOCKS, bench_integrations, print_integrations  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
@@ -102,7 +102,7 @@ def config(quick: bool) -> Dict[str, Any]:
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
                 "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
-                "integrations_blocks": (8, 20)}
+                "integrations_blocks": QUICK_BLOCKS}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -110,7 +110,7 @@ def config(quick: bool) -> Dict[str, Any]:
             "marker": (100_000, 3), "kstat": (20_000, 4),
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
-            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": (9, 100)}
+            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT}
 
 
 def _busy_ticks() -> Optional[tuple]:
