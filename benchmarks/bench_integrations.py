@@ -38,7 +38,7 @@ import sys
 import tempfile
 from typing import Any, Dict
 
-from bench_util import REPO, dist, fmt, table
+from bench_util import REPO, TRIM, boot_ci, dist, fmt, table, verdict
 
 DEFAULT = (6, 100)  # triples, steps per run
 QUICK = (2, 30)
@@ -52,8 +52,6 @@ TRAINERS = "lightning,transformers"
 GOAL_PERCENT = 1.0
 SKIP = 1  # a block's first steps left out (the recording's start or stop is in its first)
 WARM_BLOCKS = 4  # the fit's first blocks (one A B B A) left out
-BOOT = 4000  # bootstrap resamples (seeded)
-TRIM = 0.1  # the trimmed mean drops this share at each end
 MIN_QUADS = 10  # fewer quads: no verdict
 
 _CHILD = r'''
@@ -359,43 +357,6 @@ BLOCK_KINDS = ("A", "B", "B", "A")  # the child's
 REC = ("wall", "cpu", "run_delay", "hooks", "hooks_cpu", "gc_train", "gc_other")
 
 
-def boot_ci(d, seed: int = 15) -> Dict[str, Any]:
-    """Median and trimmed mean (TRIM at each end) of ``d`` (one value per quad) with 95 % bootstrap percentile
-    intervals (BOOT resamples, seeded)."""
-    import numpy as np
-
-    d = np.asarray(d, dtype=np.float64)
-    d = d[np.isfinite(d)]
-    n = d.size
-    if n < 2:
-        return {"n": int(n), "median": None, "median_ci": [None, None], "trimmed": None, "trimmed_ci": [None, None],
-                "mean": None}
-    k = int(TRIM * n)
-
-    def trimmed(x):
-        return np.sort(x, axis=-1)[..., k:n - k].mean(axis=-1)
-
-    rs = d[np.random.default_rng(seed).integers(0, n, (BOOT, n))]
-    med, trm = np.median(rs, axis=1), trimmed(rs)
-    return {"n": int(n), "median": float(np.median(d)), "median_ci": [float(x) for x in np.percentile(med, [2.5, 97.5])],
-            "trimmed": float(trimmed(d)), "trimmed_ci": [float(x) for x in np.percentile(trm, [2.5, 97.5])],
-            "mean": float(d.mean())}
-
-
-def verdict(ci, goal: float = GOAL_PERCENT, n: int = 0) -> str:
-    """ok: the interval's upper bound is within the goal; missed: its lower bound is above it; not resolvable: the
-    interval is wider than the goal (and straddles it); else borderline (narrow, straddling it). Fewer than
-    MIN_QUADS values: too few."""
-    lo, hi = ci
-    if lo is None or n < MIN_QUADS:
-        return f"too few ({n})"
-    if hi <= goal:
-        return "ok"
-    if lo > goal:
-        return "missed"
-    return "not resolvable" if hi - lo > goal else "borderline"
-
-
 def block_figures(rec, bounds, skip: int = SKIP, warm: int = WARM_BLOCKS) -> Dict[str, Any]:
     """The blocks fit's figures. Per block, from its step ``skip`` to the next block's first: per step the wall
     time, the training thread's CPU and run delay, the rest (waiting: the GIL, I/O), the step hooks' wall and CPU
@@ -429,9 +390,9 @@ def block_figures(rec, bounds, skip: int = SKIP, warm: int = WARM_BLOCKS) -> Dic
     for name, x in comp.items():
         out[name] = boot_ci(100.0 * ((x[q + 1] + x[q + 2]) - (x[q] + x[q + 3])) / 2 / a_ms)
         out[name + "_a_vs_a"] = boot_ci(100.0 * ((x[c + 1] + x[c + 4]) - (x[c] + x[c + 5])) / 2 / ca_ms)
-    out["verdict"] = verdict(out["wall"]["trimmed_ci"], n=out["wall"]["n"])
-    out["verdict_median"] = verdict(out["wall"]["median_ci"], n=out["wall"]["n"])
-    out["verdict_own"] = verdict(out["own"]["trimmed_ci"], n=out["own"]["n"])
+    out["verdict"] = verdict(out["wall"]["trimmed_ci"], GOAL_PERCENT, out["wall"]["n"], MIN_QUADS)
+    out["verdict_median"] = verdict(out["wall"]["median_ci"], GOAL_PERCENT, out["wall"]["n"], MIN_QUADS)
+    out["verdict_own"] = verdict(out["own"]["trimmed_ci"], GOAL_PERCENT, out["own"]["n"], MIN_QUADS)
     return out
 
 

@@ -11,6 +11,13 @@ The files of the floor are the ones the sampler holds open (read from /proc/self
 each read as the sampler reads it (to EOF for the record-based diskstats, net/dev and vmstat). Sources that open
 files per tick (the process tree's children) are not in the floor: their ratio says so.
 
+The goal (host set, <= 1.1 x) is judged on the median ratio's 95 % bootstrap interval over the pairs: ok when its
+upper bound is within 1.1, missed when its lower bound is above, else not resolvable at this n on this machine.
+
+The wake-up itself: floor.c -w alternates, tick by tick (A B B A ...), the two ways the sampling thread can sleep
+(clock_nanosleep, a futex wait) and reports the CPU each costs inside the sleep call, so the choice in
+csrc/engine/sampler.cpp (Sampler::sleep_until) is measured, not assumed.
+
 Breakdown, always: the thread's time outside its ticks (wake-up and sleep: scheduler, timer, futex) against the
 floor's, and its time inside them (reads, parse, derive, ring) against the floor's preads. With ``perf`` on PATH
 (and permission), also a sampled profile (cpu-clock) of the thread and of the floor: the difference per symbol in
@@ -28,9 +35,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from bench_busy import task_schedstat, tids_named
-from bench_util import dist, fmt, table, _flags, Floor
+from bench_util import boot_ci, dist, fmt, table, verdict, _flags, Floor
 
 INTERVAL_NS = 1_000_000
+GOAL = 1.1  # the host set's thread CPU per sample, at most this times the paced floor's
 RECORD_BASED = ("/diskstats", "/net/dev", "/vmstat")  # seq files that hand out a page per read: read to EOF
 
 SETS = (
@@ -104,6 +112,23 @@ def sampler_window(sysprof, flags, seconds: float, intervals=None) -> Optional[D
     reads = {k: v - st0.get("reads", {}).get(k, 0) for k, v in st1.get("reads", {}).items()}
     return {"cpu_ns": (c1 - c0) / n, "in_tick_ns": in_tick / n, "samples": n, "reads": reads,
             "missed": st1["missed_deadlines"] - st0["missed_deadlines"]}
+
+
+def wake_costs(floor: Floor, files, iters: int, runs: int) -> Dict[str, Any]:
+    """CPU per wake-up inside the sleep call (µs), clock_nanosleep against a futex wait, alternated tick by tick in
+    one paced loop (floor.c -w), ``runs`` times: per way the medians and means of the runs."""
+    if floor.error or not files:
+        return {"error": floor.error or "no files"}
+    got: Dict[str, Dict[str, List[float]]] = {}
+    for _ in range(runs):
+        r = subprocess.run([floor.exe, "-p", str(INTERVAL_NS), "-w", str(iters), *(f"{p}:{m}" for p, m in files)],
+                           capture_output=True, text=True, check=True)
+        for line in r.stdout.splitlines():
+            way, _n, med, mean = line.split()
+            d = got.setdefault(way, {"median": [], "mean": []})
+            d["median"].append(int(med) / 1e3)
+            d["mean"].append(float(mean) / 1e3)
+    return {way: {"median_us": dist(d["median"], "us"), "mean_us": dist(d["mean"], "us")} for way, d in got.items()}
 
 
 def floor_window(floor: Floor, files, seconds: float) -> Optional[Dict[str, float]]:
@@ -227,17 +252,22 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
         f_cpu = [r["floor"]["cpu_ns"] / 1e3 for r in ok]
         s_in = [r["sampler"]["in_tick_ns"] / 1e3 for r in ok]
         f_in = [r["floor"]["in_tick_ns"] / 1e3 for r in ok]
+        ratios = [a / b for a, b in zip(s_cpu, f_cpu)]
+        ci = boot_ci(ratios)
         out["sets"][name] = {
             "description": desc, "files": [p for p, _ in files],
+            "ratio_median_ci": ci["median_ci"],
+            "verdict": verdict(ci["median_ci"], GOAL, ci["n"], min_n=5, width=GOAL - 1),
             "complete_floor": name != "--all",
             "thread_cpu_us": dist(s_cpu, "us"), "floor_cpu_us": dist(f_cpu, "us"),
-            "ratio": dist([a / b for a, b in zip(s_cpu, f_cpu)], "x"),
+            "ratio": dist(ratios, "x"),
             "thread_in_tick_us": dist(s_in, "us"), "floor_in_tick_us": dist(f_in, "us"),
             "thread_outside_tick_us": dist([a - b for a, b in zip(s_cpu, s_in)], "us"),
             "floor_outside_tick_us": dist([a - b for a, b in zip(f_cpu, f_in)], "us"),
             "thread_core_percent_at_1khz": dist([a / 10 for a in s_cpu], "%"),
             "missed_deadlines": sum(r["sampler"]["missed"] for r in ok),
         }
+    out["wake"] = wake_costs(floor, held_files(sysprof, SETS[1][2]), max(1000, int(seconds * 1000)), 3)
     # Per-source intervals: the same default set with the slow-changing files read every 10 ms, interleaved
     iv = {"cpu": 0.01, "disk": 0.01}
     got: Dict[str, List[Dict[str, Any]]] = {"every 1 ms": [], "cpu, disk every 10 ms": []}
@@ -274,17 +304,28 @@ def _m(d: Dict[str, Any]) -> str:
 def print_paced(res) -> str:
     rows = []
     for name, r in res["sets"].items():
+        lo, hi = r.get("ratio_median_ci") or (None, None)
         rows.append([name, len(r["files"]), _m(r["thread_cpu_us"]), _m(r["floor_cpu_us"]),
                      _m(r["ratio"]) + ("" if r["complete_floor"] else " (floor: held files only)"),
+                     f"{fmt(lo)}–{fmt(hi)}" + (f" ({r['verdict']})" if r["complete_floor"] else ""),
                      f"{_m(r['thread_outside_tick_us'])} / {_m(r['floor_outside_tick_us'])}",
                      f"{_m(r['thread_in_tick_us'])} / {_m(r['floor_in_tick_us'])}",
                      _m(r["thread_core_percent_at_1khz"]), r["missed_deadlines"]])
     text = ("## Paced cost at 1 kHz (thread CPU per sample, µs: median [IQR])\n\n"
-            + table(["set", "files", "thread CPU", "paced floor CPU", "thread / floor",
+            + table(["set", "files", "thread CPU", "paced floor CPU", "thread / floor", "median's 95 % CI",
                      "outside ticks: thread / floor", "inside ticks: thread / floor", "% of a core",
                      "missed"], rows)
-            + f"\n\n{res['method']}; n = {res['pairs']} pairs per set."
+            + f"\n\n{res['method']}; n = {res['pairs']} pairs per set; the goal (≤ {GOAL:g} ×) judged on the median's "
+              "bootstrap interval (ok: its upper bound within; missed: its lower bound above; else not resolvable)."
             + (f"\nfloor: not available ({res['floor_error']})" if res["floor_error"] else "") + "\n")
+    wk = res.get("wake")
+    if wk and "error" not in wk:
+        text += ("\n### The wake-up: CPU inside the sleep call per tick, host set's files, 1 kHz (µs)\n\n"
+                 + table(["way", "median of run medians [IQR]", "median of run means [IQR]", "runs"],
+                         [[way, _m(d["median_us"]), _m(d["mean_us"]), d["median_us"]["n"]] for way, d in wk.items()])
+                 + "\n\nOne paced loop alternating the two ways tick by tick (A B B A ...; benchmarks/floor.c -w): the "
+                   "sampling thread sleeps in clock_nanosleep when its next deadline is at most 2 ms away "
+                   "(Sampler::sleep_until), on a futex (woken at once by stop()) when farther.\n")
     iv = res.get("intervals")
     if iv:
         runs = iv["runs"]

@@ -32,6 +32,45 @@ def dist(values: Sequence[float], unit: str) -> Dict[str, Any]:
             "p75": float(p75), "min": float(a.min()), "max": float(a.max()), "mean": float(a.mean())}
 
 
+BOOT = 4000  # bootstrap resamples (seeded)
+TRIM = 0.1  # the trimmed mean drops this share at each end
+
+
+def boot_ci(values: Sequence[float], seed: int = 15) -> Dict[str, Any]:
+    """Median and trimmed mean (TRIM at each end) of ``values`` (one per pair, quad, ...) with 95 % bootstrap
+    percentile intervals (BOOT resamples, seeded: the same data give the same interval)."""
+    d = np.asarray(values, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    n = d.size
+    if n < 2:
+        return {"n": int(n), "median": None, "median_ci": [None, None], "trimmed": None, "trimmed_ci": [None, None],
+                "mean": None}
+    k = int(TRIM * n)
+
+    def trimmed(x):
+        return np.sort(x, axis=-1)[..., k:n - k].mean(axis=-1)
+
+    rs = d[np.random.default_rng(seed).integers(0, n, (BOOT, n))]
+    med, trm = np.median(rs, axis=1), trimmed(rs)
+    return {"n": int(n), "median": float(np.median(d)), "median_ci": [float(x) for x in np.percentile(med, [2.5, 97.5])],
+            "trimmed": float(trimmed(d)), "trimmed_ci": [float(x) for x in np.percentile(trm, [2.5, 97.5])],
+            "mean": float(d.mean())}
+
+
+def verdict(ci: Sequence[Optional[float]], goal: float, n: int, min_n: int = 10, width: Optional[float] = None) -> str:
+    """A goal "at most ``goal``" against a 95 % interval: ok if its upper bound is within the goal; missed if its
+    lower bound is above it; else not resolvable when the interval is wider than ``width`` (default: the goal
+    itself, for a goal on a difference near 0), borderline when narrower. Fewer than ``min_n`` values: too few."""
+    lo, hi = ci
+    if lo is None or hi is None or n < min_n:
+        return f"too few ({n})"
+    if hi <= goal:
+        return "ok"
+    if lo > goal:
+        return "missed"
+    return "not resolvable" if hi - lo > (goal if width is None else width) else "borderline"
+
+
 def fmt(x: Optional[float], digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"

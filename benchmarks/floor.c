@@ -1,6 +1,6 @@
 /* The floor: what reading the same /proc files costs with nothing else done.
  *
- * usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE [FILE:MODE ...]
+ * usage: floor [-p INTERVAL_NS [-s | -w]] ITERATIONS FILE:MODE [FILE:MODE ...]
  *   MODE "1": one pread at offset 0 (single_open seq files: /proc/stat, meminfo, loadavg, <pid>/stat)
  *   MODE "e": pread until EOF (record seq files: /proc/diskstats, /proc/net/dev, /proc/vmstat), a read shorter
  *             than 4096 - 512 bytes being the end, as for sysprof's reader (csrc/io/proc_file.hpp, kSeqShortRead)
@@ -14,7 +14,12 @@
  * With -s (after -p), one summary line instead: "ITERATIONS THREAD_CPU_NS IN_TICK_NS", the thread's CPU time over
  * the paced loop (CLOCK_THREAD_CPUTIME_ID: the same sum_exec_runtime as /proc/<tid>/schedstat's first field, so
  * wake-ups and sleeps are included) and the sum of the iterations' own costs: the paced floor of the sampling
- * thread's CPU per sample. Compiled by benchmarks/run.py at run time.
+ * thread's CPU per sample.
+ * With -w (after -p), the wake-up comparison instead: the iterations alternate (A B B A ...) between the two ways the
+ * sampling thread sleeps, clock_nanosleep (TIMER_ABSTIME) and a FUTEX_WAIT_BITSET with an absolute timeout on a word
+ * nobody wakes (csrc/engine/sampler.cpp, Sampler::sleep_until), and one line is printed per way: "WAY N MEDIAN_NS
+ * MEAN_NS", the thread's CPU time spent inside the sleep call (entry, timer set-up, the switch out and back in,
+ * tear-down), the files read between sleeps as above. Compiled by benchmarks/run.py at run time.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -23,6 +28,9 @@
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define BUF (1 << 16)
@@ -32,6 +40,27 @@ static long long cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp_ll(const void* a, const void* b) {
+  long long x = *(const long long*)a, y = *(const long long*)b;
+  return x < y ? -1 : x > y;
+}
+
+static unsigned futex_word = 0;
+
+/* Sleeps until the absolute CLOCK_MONOTONIC time in ts, one way or the other. */
+static void sleep_until(const struct timespec* ts, int futex) {
+  if (!futex) {
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, ts, NULL) != 0) {
+    }
+    return;
+  }
+  for (;;) {
+    long r = syscall(SYS_futex, &futex_word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0u, ts, NULL,
+                     FUTEX_BITSET_MATCH_ANY);
+    if (r != 0 && errno == ETIMEDOUT) return;
+  }
 }
 
 static long long now_ns(void) {
@@ -47,9 +76,13 @@ int main(int argc, char** argv) {
     argv += 2;
     argc -= 2;
   }
-  int summary = 0;
+  int summary = 0, wake = 0;
   if (interval > 0 && argc > 1 && strcmp(argv[1], "-s") == 0) {
     summary = 1;
+    argv += 1;
+    argc -= 1;
+  } else if (interval > 0 && argc > 1 && strcmp(argv[1], "-w") == 0) {
+    wake = 1;
     argv += 1;
     argc -= 1;
   }
@@ -77,10 +110,13 @@ int main(int argc, char** argv) {
   long long next = now_ns() + interval, prev_t0 = 0, cpu0 = 0, in_tick = 0;
   for (long it = -1; it < iters; ++it) {
     if (it == 0) cpu0 = cpu_ns(); /* after the warm-up iteration's wake-up, as the sampler's window starts */
+    long long slept = 0;
+    int way = wake && it >= 0 && ((it & 1) ^ ((it >> 1) & 1)); /* A B B A ...: 0 clock_nanosleep, 1 futex */
     if (interval > 0) {
       struct timespec ts = {(time_t)(next / 1000000000LL), (long)(next % 1000000000LL)};
-      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
-      }
+      long long c0 = wake ? cpu_ns() : 0;
+      sleep_until(&ts, way);
+      if (wake) slept = cpu_ns() - c0;
     }
     long long t0 = now_ns();
     for (int i = 0; i < nf; ++i) {
@@ -96,14 +132,28 @@ int main(int argc, char** argv) {
     long long t1 = now_ns();
     if (it >= 0) {
       in_tick += t1 - t0;
-      cost[it] = t1 - t0;
-      period[it] = it > 0 ? t0 - prev_t0 : 0;
+      cost[it] = wake ? slept : t1 - t0;
+      period[it] = wake ? way : it > 0 ? t0 - prev_t0 : 0;
     }
     prev_t0 = t0;
     if (interval > 0) {
       next += interval;
       if (t1 >= next) next += ((t1 - next) / interval + 1) * interval; /* skip missed deadlines, no burst */
     }
+  }
+  if (wake) {
+    static const char* names[2] = {"clock_nanosleep", "futex"};
+    long long* by = calloc((size_t)(iters > 0 ? iters : 1), sizeof(long long));
+    for (int w = 0; w < 2; ++w) {
+      long n = 0;
+      double sum = 0;
+      for (long it = 0; it < iters; ++it)
+        if (period[it] == w) sum += (double)(by[n++] = cost[it]);
+      if (n == 0) continue;
+      qsort(by, (size_t)n, sizeof(long long), cmp_ll);
+      printf("%s %ld %lld %.0f\n", names[w], n, by[n / 2], sum / (double)n);
+    }
+    return 0;
   }
   if (summary) {
     printf("%ld %lld %lld\n", iters, cpu_ns() - cpu0, in_tick);

@@ -104,7 +104,7 @@ def config(quick: bool) -> Dict[str, Any]:
                 "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
                 "integrations_blocks": QUICK_BLOCKS}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
-            "memory": (1_000_000, 45.0, 60.0), "paced": (9, 2.0, 5.0),
+            "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3), "kstat": (20_000, 4),

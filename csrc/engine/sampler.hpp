@@ -189,8 +189,11 @@ class Sampler {
     CostHistogram cost;
   };
   static void run(Core& c);
-  // Sleeps until the absolute CLOCK_MONOTONIC time deadline_ns or stop; true when stopping.
-  static bool sleep_until(Core& c, int64_t deadline_ns);
+  // Sleeps until the absolute CLOCK_MONOTONIC time deadline_ns or stop; true when stopping. now_ns: the caller's
+  // last clock read (it picks the way to sleep).
+  static bool sleep_until(Core& c, int64_t deadline_ns, int64_t now_ns);
+  // Waits up to this long sleep in clock_nanosleep (stop() is seen at the deadline), longer ones on the futex.
+  static constexpr int64_t kNanosleepNs = 2000000;
   static void wake(Core& c);
 
   std::vector<std::string> channels_;
