@@ -51,6 +51,7 @@ class CpuSource final : public FileSource {
     for (size_t k = 0; k < ids_.size(); ++k) slot_of_[size_t(ids_[k])] = int(k);
     per_.assign(ids_.size(), TickState());
     seen_.assign(ids_.size(), 0);
+    lines_.assign(ids_.size() + 1, Line{});  // the aggregate and one per CPU: no allocation per tick
     width_ = kModes + 1 + ids_.size();
   }
 
@@ -62,6 +63,10 @@ class CpuSource final : public FileSource {
   }
 
   // Per-CPU lines are matched by id; absent ones are offline.
+  // A cpu line's counters advance in USER_HZ ticks (every 10 ms at most, per CPU), so at 1 kHz most lines are the
+  // same bytes as the line in the same place the read before: such a line (its hash and length equal) is not
+  // parsed again. Its ticks are the ones its last parse gave, whose deltas would all be 0, and TickState::update
+  // leaves everything as it is on a zero delta: the line only counts as seen.
   bool parse(int64_t, double* out, std::string& err) override {
     std::fill(seen_.begin(), seen_.end(), 0);
     bool have_aggregate = false;
@@ -69,26 +74,45 @@ class CpuSource final : public FileSource {
     LineReader lines(file_.data(), file_.size());
     Cursor c;
     CpuLine l;
+    size_t j = 0;  // the place of this cpu line among the cpu lines of this read
     while (lines.next(c)) {
+      size_t len = size_t(c.end - c.p);
+      uint64_t h = 0;
+      if (j < lines_.size() && lines_[j].len == len && len) {
+        h = line_hash(c.p, len);
+        if (h == lines_[j].hash) {  // the same line as in this place last time
+          int k = lines_[j++].slot;
+          if (k == kAggregate) {
+            have_aggregate = true;
+            if (!per_cpu_) break;
+          } else if (k >= 0) {
+            seen_[size_t(k)] = 1;
+          }
+          continue;
+        }
+      }
       int r = parse_cpu_line(c, l);
       if (r == 0) {
         if (have_aggregate) break;  // cpu lines come first; the rest (intr, ctxt, ...) is not ours
         continue;
       }
+      int k = kNoSlot;  // a malformed line, or a CPU without a channel
       if (r < 0) {
-        bad = std::string_view(c.p, size_t(c.end - c.p));
-        continue;
-      }
-      if (l.id < 0) {
+        bad = std::string_view(c.p, len);
+      } else if (l.id < 0) {
         total_.update(l.ticks);
         have_aggregate = true;
-        if (!per_cpu_) break;
+        k = kAggregate;
       } else if (size_t(l.id) < slot_of_.size() && slot_of_[size_t(l.id)] >= 0) {
-        size_t k = size_t(slot_of_[size_t(l.id)]);
-        per_[k].update(l.ticks);
-        seen_[k] = 1;
+        k = slot_of_[size_t(l.id)];
+        per_[size_t(k)].update(l.ticks);
+        seen_[size_t(k)] = 1;
       }
+      if (j < lines_.size())  // a malformed line is never matched (length 0): it is parsed, and reported, each time
+        lines_[j++] = Line{r < 0 ? 0 : h ? h : line_hash(c.p, len), uint32_t(r < 0 ? 0 : len), k};
+      if (k == kAggregate && !per_cpu_) break;
     }
+    for (size_t i = j; i < lines_.size(); ++i) lines_[i].len = 0;  // places this read did not reach
     for (size_t k = 0; k < per_.size(); ++k)
       if (!seen_[k]) per_[k].invalidate();  // offline: re-prime when it comes back
     if (__builtin_expect(!bad.empty(), 0)) malformed(file_, bad, err);
@@ -106,6 +130,15 @@ class CpuSource final : public FileSource {
     return false;
   }
 
+  // The cpu line last read in each place (0: the aggregate's): its hash and length (0: none, or malformed) and the
+  // slot it fed (kAggregate, a per_ index, kNoSlot).
+  static constexpr int kAggregate = -1, kNoSlot = -2;
+  struct Line {
+    uint64_t hash = 0;
+    uint32_t len = 0;
+    int slot = kNoSlot;
+  };
+  std::vector<Line> lines_;
   bool per_cpu_ = false;
   std::vector<long> ids_;
   std::vector<int> slot_of_;
