@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 import pytest
@@ -125,15 +126,31 @@ def fake(fake_builds, tmp_path, monkeypatch):
     return make
 
 
+#: threads that make pynvml calls (sysprof/sampling/portable/nvml.py, nvml_events.py; gpu_refresh.py)
+PYNVML_THREADS = ("sysprof-pynvml", "sysprof-pynvml-xid", "sysprof-gpu-refresh")
+
+
+def pynvml_threads() -> list:
+    return [t for t in threading.enumerate() if t.name in PYNVML_THREADS and t.is_alive()]
+
+
 @pytest.fixture
 def fresh_pynvml():
-    """pynvml keeps one library per process: point it at this test's fake, and restore it after."""
+    """pynvml keeps one library per process: point it at this test's fake, and restore it after.
+
+    A closed psutil GPU source ends on its own threads: the poller, or the XID waiter it handed over to, frees
+    the event set and calls nvmlShutdown after the Sampler is gone. Those calls go through pynvml's one library,
+    so they are waited for, here and before the swap: run late (a loaded machine), they would land on the next
+    test's fake (its nvmlEventSetFree and nvmlShutdown counts, its refcount)."""
     pynvml = pytest.importorskip("pynvml")
+    gc.collect()
+    wait_for(lambda: not pynvml_threads())  # an earlier test's (one without this fixture)
     saved = pynvml.nvmlLib
     pynvml.nvmlLib = None
     pynvml._nvmlGetFunctionPointer_cache.clear()
     yield pynvml
     gc.collect()
+    wait_for(lambda: not pynvml_threads())  # bounded: a thread left running is a leak, and fails here
     pynvml.nvmlLib = saved
     pynvml._nvmlGetFunctionPointer_cache.clear()
 
