@@ -410,9 +410,10 @@ SYSPROF_TICK bool Sampler::sleep_until(Core& c, int64_t deadline_ns, int64_t now
 #ifdef __linux__
   static_assert(sizeof(c.stop) == 4 && std::atomic<uint32_t>::is_always_lock_free, "a futex is a plain 32-bit word");
   // A short wait (the high rates, where the cost of a wake-up is paid a thousand times a second): clock_nanosleep,
-  // about 1 us of CPU cheaper per wake than the futex wait (its hash-bucket locking, queueing and timer set-up
-  // and tear-down; benchmarks/bench_paced.py, "sleep"). stop() does not interrupt it: the thread sees stop at
-  // the deadline, at most kNanosleepNs after wake(), and takes the last row then, as at any deadline.
+  // as cheap as the futex wait on a quiet machine and 1-3 us of CPU cheaper per wake beside other load (no hash
+  // bucket to lock, no futex queue; benchmarks/bench_paced.py, "the wake-up"). stop() does not interrupt it: the
+  // thread sees stop at the deadline, at most kNanosleepNs after wake(), and takes the last row then, as at any
+  // deadline.
   if (deadline_ns - now_ns <= kNanosleepNs) {
     timespec ts{time_t(deadline_ns / 1000000000), long(deadline_ns % 1000000000)};
     while (!c.stop.load(std::memory_order_acquire) &&
