@@ -1,15 +1,8 @@
-// FileSource::sample, and the per-device counter files' shared scan (file_source.hpp): one copy of the loop every
-// disk and NIC line goes through, whatever the source.
+// The per-device counter files' shared scan (file_source.hpp): one copy of the loop every disk and NIC line goes
+// through, whatever the source.
 #include "sources/file_source.hpp"
 
 namespace sysprof {
-
-SYSPROF_TICK bool FileSource::sample(int64_t mono_ns, double* out, std::string& err) {
-  row_kept_ = row_kept && ok_;
-  ok_ = file_.read(err) && parse(mono_ns, out, err);
-  if (!ok_) fill_nan(out, width_);
-  return ok_;
-}
 
 SYSPROF_TICK std::string_view scan_device_lines(const ProcFile& file, char* base, size_t stride, size_t n, int64_t mono_ns,
                                    bool row_kept, DeviceLines& out) {

@@ -41,8 +41,12 @@ class FileSource : public Source {
     file_.warm();
   }
 
-  // Out of line (file_source.cpp): the tick's code section holds one copy of it, not one per source's file.
-  bool sample(int64_t mono_ns, double* out, std::string& err) override;
+  SYSPROF_TICK bool sample(int64_t mono_ns, double* out, std::string& err) override {
+    row_kept_ = row_kept && ok_;
+    ok_ = file_.read(err) && parse(mono_ns, out, err);
+    if (!ok_) fill_nan(out, width_);
+    return ok_;
+  }
 
  protected:
   virtual std::string path(const Config& cfg) const = 0;
@@ -137,7 +141,7 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
   struct Lines final : DeviceLines {
     Lines(std::vector<Device>& d, int64_t t, bool k, Parse& p, Fill& f, Gone& g)
         : devices(d), mono_ns(t), row_kept(k), parse(p), fill(f), gone_(g) {}
-    int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
+    SYSPROF_TICK int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
       Device* d = static_cast<Device*>(match);
       if (!d) {
         Line parsed;
