@@ -105,7 +105,7 @@ Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
   reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
 }
 
-SYSPROF_TICK void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
+void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
   const bool every = tick == kEvery;
   if (tick == 0)  // a new run: its first row reads every source
     for (Slot& s : slots_) s.next_due = 0;
@@ -165,13 +165,6 @@ void Collector::report_ranges(double* row) {
   }
 }
 
-void Collector::warm() const {
-  for (const Slot& s : slots_) {
-    __builtin_prefetch(&s);
-    if (s.src) s.src->warm();
-  }
-}
-
 void Collector::shutdown() {
   for (Slot& s : slots_)
     if (s.src) s.src->shutdown();
@@ -192,7 +185,7 @@ std::vector<std::map<std::string, std::string>> Collector::devices() const {
   return out;
 }
 
-SYSPROF_TICK void CostHistogram::record(uint64_t ns) {
+void CostHistogram::record(uint64_t ns) {
   int b;
   if (ns < 16) {
     b = int(ns);
@@ -392,21 +385,7 @@ void Sampler::wake(Core& c) {
 #endif
 }
 
-#if defined(__ELF__)
-// The bounds of the sysprof_tick section, set by the linker (weak: null where no function went there).
-extern "C" const char __start_sysprof_tick[] __attribute__((weak, visibility("hidden")));
-extern "C" const char __stop_sysprof_tick[] __attribute__((weak, visibility("hidden")));
-#endif
-
-SYSPROF_TICK void Sampler::warm_up(const Core& c) {
-#if defined(__ELF__)
-  const char* p = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(__start_sysprof_tick) & ~uintptr_t(63));
-  for (const char* end = __stop_sysprof_tick; p < end; p += 64) __builtin_prefetch(p, 0, 3);
-#endif
-  c.collector.warm();
-}
-
-SYSPROF_TICK bool Sampler::sleep_until(Core& c, int64_t deadline_ns, int64_t now_ns) {
+bool Sampler::sleep_until(Core& c, int64_t deadline_ns, int64_t now_ns) {
 #ifdef __linux__
   static_assert(sizeof(c.stop) == 4 && std::atomic<uint32_t>::is_always_lock_free, "a futex is a plain 32-bit word");
   // A short wait (the high rates, where the cost of a wake-up is paid a thousand times a second): clock_nanosleep,
@@ -447,7 +426,7 @@ SYSPROF_TICK bool Sampler::sleep_until(Core& c, int64_t deadline_ns, int64_t now
 #endif
 }
 
-SYSPROF_TICK void Sampler::run(Core& c) {
+void Sampler::run(Core& c) {
 #ifdef __linux__
   prctl(PR_SET_TIMERSLACK, 1UL);  // wake within microseconds of a deadline, not the default 50 us
   pthread_setname_np(pthread_self(), "sysprof");  // glibc's two-argument form (macOS names only itself)
@@ -460,7 +439,6 @@ SYSPROF_TICK void Sampler::run(Core& c) {
   for (;;) {
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
     bool stopping = sleep_until(c, next, t1);
-    warm_up(c);
     int64_t t0 = mono_now_ns();
     if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
     int64_t wall = wall_now_ns();

@@ -57,8 +57,6 @@ class Collector {
   size_t width() const { return width_; }
   // Source::shutdown() of every source; callable from another thread while sample() runs.
   void shutdown();
-  // Prefetches the slots and what each source's next sample() touches first (Source::warm).
-  void warm() const;
   // Name of the source sample() is in now (nullptr between sources); readable from any thread.
   const char* current() const { return current_.load(std::memory_order_relaxed); }
   std::vector<std::map<std::string, std::string>> devices() const;
@@ -197,9 +195,6 @@ class Sampler {
   // Waits up to this long sleep in clock_nanosleep (stop() is seen at the deadline), longer ones on the futex.
   static constexpr int64_t kNanosleepNs = 2000000;
   static void wake(Core& c);
-  // After a sleep: prefetches the tick's code (the sysprof_tick section) and the collector's data, so that their
-  // misses overlap each other and the first read's time in the kernel instead of coming one by one.
-  static void warm_up(const Core& c);
 
   std::vector<std::string> channels_;
   std::shared_ptr<Core> core_;

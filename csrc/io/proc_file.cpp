@@ -66,7 +66,7 @@ bool ProcFile::open(const std::string& path, std::string& err, bool single_shot)
   return true;
 }
 
-SYSPROF_TICK bool ProcFile::read(std::string& err) {
+bool ProcFile::read(std::string& err) {
   if (__builtin_expect(fd_ < 0, 0))
     return read_failed(path_, "not open", err);
   size_t off = 0;

@@ -37,12 +37,6 @@ class ProcFile {
   // Closes the file (the buffer is kept for a later open). A closed file's read() fails.
   void close();
 
-  // Prefetches, for writing, the buffer's lines the last read filled: the kernel's copy of the next read writes
-  // them, and a line that is not in the cache is first fetched from memory.
-  void warm() const {
-    const char* b = buf_.data();
-    for (size_t off = 0; off < len_; off += 64) __builtin_prefetch(b + off, 1, 3);
-  }
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }
   const std::string& path() const { return path_; }

@@ -5,16 +5,6 @@
 #include <limits>
 #include <string_view>
 
-// The sampling thread's per-tick code is placed in one ELF section, sysprof_tick, so that the thread can prefetch
-// it in one sweep after each sleep (engine/sampler.cpp, Sampler::warm_up): a tick after a 1 ms sleep on an idle
-// core finds its code and data evicted, and fetching them line by line, each miss after the last, cost more than
-// the parsing itself (benchmarks/bench_paced.py). Functions of other threads stay in .text.
-#if defined(__ELF__)
-#define SYSPROF_TICK __attribute__((section("sysprof_tick")))
-#else
-#define SYSPROF_TICK
-#endif
-
 namespace sysprof {
 
 struct Cursor {

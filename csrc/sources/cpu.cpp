@@ -67,7 +67,7 @@ class CpuSource final : public FileSource {
   // same bytes as the line in the same place the read before: such a line (its hash and length equal) is not
   // parsed again. Its ticks are the ones its last parse gave, whose deltas would all be 0, and TickState::update
   // leaves everything as it is on a zero delta: the line only counts as seen.
-  SYSPROF_TICK bool parse(int64_t, double* out, std::string& err) override {
+  bool parse(int64_t, double* out, std::string& err) override {
     std::fill(seen_.begin(), seen_.end(), 0);
     bool have_aggregate = false;
     std::string_view bad;

@@ -77,7 +77,7 @@ class DiskstatsSource final : public FileSource {
     return s;
   }
 
-  SYSPROF_TICK bool parse(int64_t mono_ns, double* out, std::string& err) override {
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     auto fill = [&](size_t k, const DiskstatsLine& l, const uint64_t* delta, double dt) {
       if (!out) return;
       const Counter* c = disks_[k].c;

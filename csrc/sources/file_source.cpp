@@ -4,7 +4,7 @@
 
 namespace sysprof {
 
-SYSPROF_TICK std::string_view scan_device_lines(const ProcFile& file, char* base, size_t stride, size_t n, int64_t mono_ns,
+std::string_view scan_device_lines(const ProcFile& file, char* base, size_t stride, size_t n, int64_t mono_ns,
                                    bool row_kept, DeviceLines& out) {
   auto device = [base, stride](size_t k) { return reinterpret_cast<DeviceHead*>(base + k * stride); };
   for (size_t k = 0; k < n; ++k) device(k)->seen = false;

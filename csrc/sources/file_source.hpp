@@ -36,12 +36,7 @@ class FileSource : public Source {
     return s;
   }
 
-  void warm() const override {
-    __builtin_prefetch(this);
-    file_.warm();
-  }
-
-  SYSPROF_TICK bool sample(int64_t mono_ns, double* out, std::string& err) override {
+  bool sample(int64_t mono_ns, double* out, std::string& err) override {
     row_kept_ = row_kept && ok_;
     ok_ = file_.read(err) && parse(mono_ns, out, err);
     if (!ok_) fill_nan(out, width_);
@@ -141,7 +136,7 @@ std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterD
   struct Lines final : DeviceLines {
     Lines(std::vector<Device>& d, int64_t t, bool k, Parse& p, Fill& f, Gone& g)
         : devices(d), mono_ns(t), row_kept(k), parse(p), fill(f), gone_(g) {}
-    SYSPROF_TICK int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
+    int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
       Device* d = static_cast<Device*>(match);
       if (!d) {
         Line parsed;

@@ -20,7 +20,7 @@ class LoadavgSource final : public FileSource {
   }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<LoadavgSource>(); }
 
-  SYSPROF_TICK bool parse(int64_t, double* out, std::string& err) override {
+  bool parse(int64_t, double* out, std::string& err) override {
     LoadavgSnapshot l;
     if (!parse_loadavg(file_.data(), file_.size(), l, err)) {
       err = file_.path() + ": " + err;

@@ -28,7 +28,7 @@ class MeminfoSource final : public FileSource {
   }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<MeminfoSource>(); }
 
-  SYSPROF_TICK bool parse(int64_t, double* out, std::string& err) override {
+  bool parse(int64_t, double* out, std::string& err) override {
     double scratch[kWidth];
     if (!out) out = scratch;
     MeminfoSnapshot m;

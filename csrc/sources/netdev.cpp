@@ -62,7 +62,7 @@ class NetdevSource final : public FileSource {
     return s;
   }
 
-  SYSPROF_TICK bool parse(int64_t mono_ns, double* out, std::string& err) override {
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     auto fill = [&](size_t k, const NetDevLine&, const uint64_t* delta, double dt) {
       if (!out) return;
       double* o = out + k * kPerNic;

@@ -40,7 +40,7 @@ class PsiFile final : public FileSource {
   }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<PsiFile>(resource_); }
 
-  SYSPROF_TICK bool parse(int64_t mono_ns, double* out, std::string& err) override {
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     parsed_ = true;
     double scratch[2 * kPerKind];
     if (!out) out = scratch;

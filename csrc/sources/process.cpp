@@ -50,7 +50,7 @@ class ProcessSource final : public FileSource {
     return s;
   }
 
-  SYSPROF_TICK bool parse(int64_t mono_ns, double* out, std::string& err) override {
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     ProcStat s;
     if (!parse_pid_stat(file_.data(), file_.size(), s)) {
       err = file_.path() + ": malformed";

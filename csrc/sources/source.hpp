@@ -58,9 +58,6 @@ class Source {
   virtual std::vector<std::map<std::string, std::string>> devices() const { return {}; }
   // Called before the sampler thread is joined (e.g. to stop waiting on a hung driver call).
   virtual void shutdown() {}
-  // Prefetches what the next sample() touches first (the thread calls it after each sleep, before its first read):
-  // its own object here; file sources add their read buffer.
-  virtual void warm() const { __builtin_prefetch(this); }
 
  protected:
   size_t width_ = 0;

@@ -42,7 +42,7 @@ class VmstatSource final : public FileSource {
   }
   std::unique_ptr<FileSource> fresh() const override { return std::make_unique<VmstatSource>(); }
 
-  SYSPROF_TICK bool parse(int64_t mono_ns, double* out, std::string& err) override {
+  bool parse(int64_t mono_ns, double* out, std::string& err) override {
     VmstatSnapshot s;
     if (!parse_vmstat(file_.data(), file_.size(), s, err)) {
       err = file_.path() + ": " + err;
