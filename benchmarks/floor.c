@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   int* until_eof = calloc((size_t)nf, sizeof(int));
   long long* cost = calloc((size_t)(iters > 0 ? iters : 1), sizeof(long long));
   long long* period = calloc((size_t)(iters > 0 ? iters : 1), sizeof(long long));
+  unsigned char* ways = calloc((size_t)(iters > 0 ? iters : 1), 1); /* -w: each iteration's way of sleeping */
   volatile size_t sink = 0;
   for (int i = 0; i < nf; ++i) {
     char* spec = argv[i + 2];
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
     if (it >= 0) {
       in_tick += t1 - t0;
       cost[it] = wake ? slept : t1 - t0;
-      period[it] = wake ? way : it > 0 ? t0 - prev_t0 : 0;
+      period[it] = it > 0 ? t0 - prev_t0 : 0;
+      ways[it] = (unsigned char)way;
     }
     prev_t0 = t0;
     if (interval > 0) {
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
       long n = 0;
       double sum = 0;
       for (long it = 0; it < iters; ++it)
-        if (period[it] == w) sum += (double)(by[n++] = cost[it]);
+        if (ways[it] == w) sum += (double)(by[n++] = cost[it]);
       if (n == 0) continue;
       qsort(by, (size_t)n, sizeof(long long), cmp_ll);
       printf("%s %ld %lld %.0f\n", names[w], n, by[n / 2], sum / (double)n);
