@@ -61,6 +61,16 @@ def goals(results) -> List[Dict[str, Any]]:
                 f"sample (medians of {d['n']} interleaved pairs; ratio IQR {fmt(d['p25'])}–{fmt(d['p75'])}, the "
                 f"median's 95 % interval {fmt(lo)}–{fmt(hi)}: {v}); "
                 f"{fmt(r['thread_core_percent_at_1khz']['median'])} % of a core")
+            sc = r.get("same_core") or {}
+            if "ratio" in sc:
+                d, (lo, hi), v = sc["ratio"], sc["ratio_median_ci"], sc["verdict"]
+                blo, bhi = sc["bias_median_ci"]
+                add(f"paced thread CPU ≤ 1.1 × paced floor ({set_name}, 1 kHz, same core)", "≤ 1.1", d.get("median"),
+                    None if d.get("median") is None or v.startswith("too few") else v == "ok",
+                    f"thread {fmt(sc['thread_cpu_us']['median'])} µs vs floor {fmt(sc['floor_cpu_us']['median'])} µs "
+                    f"per sample, taking turns on one CPU a third of a period apart ({d['n']} windows; ratio IQR "
+                    f"{fmt(d['p25'])}–{fmt(d['p75'])}, the median's 95 % interval {fmt(lo)}–{fmt(hi)}: {v}); bias "
+                    f"check {fmt(sc['bias']['median'])}, interval {fmt(blo)}–{fmt(bhi)}")
     i = results.get("interference")
     if i and "configs" in i:
         r = i["configs"]["sysprof@1000"]

@@ -14,6 +14,14 @@ files per tick (the process tree's children) are not in the floor: their ratio s
 The goal (host set, <= 1.1 x) is judged on the median ratio's 95 % bootstrap interval over the pairs: ok when its
 upper bound is within 1.1, missed when its lower bound is above, else not resolvable at this n on this machine.
 
+Same core, the second design (same_core_window): the thread and two floors pinned to one CPU, the floors' deadlines a
+third and two thirds of a period after the thread's, so that they take turns and every tick follows another by a
+third of a period. The machine's moment, which moves the windows above by ±10-20 % and which the pairs only partly
+cancel, is then common to the three loops of a window; the thread is divided by the floor that ran just before it
+(both follow a floor), and the floor that follows the thread, over that one, checks that the thread's footprint does
+not make its neighbour dearer. Its ticks find warmer caches than ticks alone on an idle machine: both loops cost
+less per sample there, so its ratio is the overhead beside other periodic work, the idle windows' the overhead alone.
+
 The wake-up itself: floor.c -w alternates, tick by tick (A B B A ...), the two ways the sampling thread can sleep
 (clock_nanosleep, a futex wait) and reports the CPU each costs inside the sleep call, so the choice in
 csrc/engine/sampler.cpp (Sampler::sleep_until) is measured, not assumed.
@@ -142,6 +150,86 @@ def floor_window(floor: Floor, files, seconds: float) -> Optional[Dict[str, floa
 
 
 # ------------------------------------------------------------------------------------------------
+# same core: the thread and two floors taking turns on one CPU, a third of a period apart
+# ------------------------------------------------------------------------------------------------
+
+def sampler_phase_ns(s, interval_ns: int = INTERVAL_NS) -> int:
+    """Where in the period a running sampler's deadlines fall (CLOCK_MONOTONIC ns modulo ``interval_ns``), from the
+    newest row's wall-clock time (taken right after the wake-up; the rows are drained)."""
+    b = s.drain()
+    offset = time.time_ns() - time.monotonic_ns()
+    return int((int(b.timestamps_ns[-1]) - offset) % interval_ns)
+
+
+def _pinned(cpu: int):
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: int) -> Optional[Dict[str, float]]:
+    """One window of the same-core design: the sampling thread pinned to ``cpu``, and two floors (floor.c -P) pinned
+    there too, their deadlines a third and two thirds of a period after the thread's. Each tick then follows another
+    by a third of a period, and all three loops meet the machine's moment alike: drift, a neighbour's load, the
+    host's scheduling of this vCPU cancel within the window instead of between windows. The thread follows the
+    second floor; the first floor follows the thread: that floor against the second (a floor after a floor) is the
+    design's own check that the thread's footprint does not make its neighbour dearer (its bias)."""
+    s = sysprof.Sampler(interval=1e-3, **flags)
+    known = _threads()
+    s.start()
+    procs = []
+    try:
+        time.sleep(0.1)
+        new = _threads() - known
+        if len(new) != 1:
+            return None
+        tid = new.pop()
+        os.sched_setaffinity(tid, {cpu})
+        time.sleep(0.05)
+        phase = sampler_phase_ns(s)
+        iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
+        for third in (1, 2):
+            procs.append(subprocess.Popen(
+                [floor.exe, "-p", str(INTERVAL_NS), "-P", str((phase + third * INTERVAL_NS // 3) % INTERVAL_NS), "-s",
+                 str(iters), *(f"{p}:{m}" for p, m in files)], stdout=subprocess.PIPE, text=True,
+                preexec_fn=_pinned(cpu)))
+        time.sleep(0.01)  # the floors' first deadlines come after their start-up
+        st0, c0 = s.stats, _cpu_ns(tid)
+        outs = [p.communicate(timeout=seconds + 60)[0].split() for p in procs]
+        c1, st1 = _cpu_ns(tid), s.stats
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        s.stop()
+        s.drain()
+    n = st1["taken"] - st0["taken"]
+    if n <= 0 or any(len(o) != 3 for o in outs):
+        return None
+    after_thread, after_floor = (int(o[1]) / int(o[0]) for o in outs)
+    return {"cpu_ns": (c1 - c0) / n, "floor_after_floor_ns": after_floor, "floor_after_thread_ns": after_thread,
+            "missed": st1["missed_deadlines"] - st0["missed_deadlines"]}
+
+
+def same_core(sysprof, floor: Floor, flags, files, pairs: int, seconds: float) -> Dict[str, Any]:
+    """``pairs`` same-core windows, alternating between the first two CPUs: the thread's CPU per sample over the
+    floor's that ran just before it (a floor after a floor), and the bias check, each with the median's 95 %
+    bootstrap interval."""
+    if floor.error or not files or not hasattr(os, "sched_setaffinity"):
+        return {"error": floor.error or ("no files" if not files else "no sched_setaffinity")}
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    got = [w for i in range(pairs) if (w := same_core_window(sysprof, floor, flags, files, seconds,
+                                                              cpus[i % len(cpus)]))]
+    ratio = [w["cpu_ns"] / w["floor_after_floor_ns"] for w in got]
+    bias = [w["floor_after_thread_ns"] / w["floor_after_floor_ns"] for w in got]
+    ci, bias_ci = boot_ci(ratio), boot_ci(bias)
+    return {"thread_cpu_us": dist([w["cpu_ns"] / 1e3 for w in got], "us"),
+            "floor_cpu_us": dist([w["floor_after_floor_ns"] / 1e3 for w in got], "us"),
+            "ratio": dist(ratio, "x"), "ratio_median_ci": ci["median_ci"],
+            "verdict": verdict(ci["median_ci"], GOAL, ci["n"], min_n=5, width=GOAL - 1),
+            "bias": dist(bias, "x"), "bias_median_ci": bias_ci["median_ci"],
+            "missed_deadlines": sum(w["missed"] for w in got), "cpus": cpus}
+
+
+# ------------------------------------------------------------------------------------------------
 # perf: where the time goes, symbol by symbol
 # ------------------------------------------------------------------------------------------------
 
@@ -229,7 +317,7 @@ def perf_breakdown(sysprof, floor: Floor, flags, files, seconds: float, thread_u
 # ------------------------------------------------------------------------------------------------
 
 def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
-    pairs, seconds, perf_seconds = cfg["paced"]
+    pairs, seconds, perf_seconds, same_core_pairs = cfg["paced"]
     out: Dict[str, Any] = {
         "method": ("thread CPU per sample at 1 kHz: sum_exec_runtime of the sampling thread (schedstat) over a "
                    f"{seconds:g} s window / rows taken, default capacity; floor: benchmarks/floor.c -p -s, a C "
@@ -267,6 +355,11 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
             "thread_core_percent_at_1khz": dist([a / 10 for a in s_cpu], "%"),
             "missed_deadlines": sum(r["sampler"]["missed"] for r in ok),
         }
+    # The same question, the three loops sharing one CPU a third of a period apart (same_core_window): the machine's
+    # drift between windows, which the pairs above only partly cancel, cancels within each window.
+    for name, _desc, flags in SETS[:2]:
+        out["sets"][name]["same_core"] = same_core(sysprof, floor, flags, held_files(sysprof, flags), same_core_pairs,
+                                                   min(seconds, 1.0))
     out["wake"] = wake_costs(floor, held_files(sysprof, SETS[1][2]), max(1000, int(seconds * 1000)), 3)
     # Per-source intervals: the same default set with the slow-changing files read every 10 ms, interleaved
     iv = {"cpu": 0.01, "disk": 0.01}
@@ -318,6 +411,29 @@ def print_paced(res) -> str:
             + f"\n\n{res['method']}; n = {res['pairs']} pairs per set; the goal (≤ {GOAL:g} ×) judged on the median's "
               "bootstrap interval (ok: its upper bound within; missed: its lower bound above; else not resolvable)."
             + (f"\nfloor: not available ({res['floor_error']})" if res["floor_error"] else "") + "\n")
+    sc = {name: r["same_core"] for name, r in res["sets"].items() if r.get("same_core")}
+    if sc:
+        rows = []
+        for name, r in sc.items():
+            if "error" in r:
+                rows.append([name, f"not run: {r['error']}", "", "", "", "", ""])
+                continue
+            lo, hi = r["ratio_median_ci"]
+            blo, bhi = r["bias_median_ci"]
+            rows.append([name, _m(r["thread_cpu_us"]), _m(r["floor_cpu_us"]), _m(r["ratio"]),
+                         f"{fmt(lo)}–{fmt(hi)} ({r['verdict']})", f"{_m(r['bias'])}, CI {fmt(blo)}–{fmt(bhi)}",
+                         r["missed_deadlines"]])
+        text += ("\n### Same core: the thread and two floors taking turns on one CPU, a third of a period apart\n\n"
+                 + table(["set", "thread CPU", "floor CPU (after a floor)", "thread / floor", "median's 95 % CI",
+                          "bias check: floor after the thread / after a floor", "missed"], rows)
+                 + "\n\nEach window pins the sampling thread and two paced floors (floor.c -P) to one CPU (the first two "
+                   "CPUs in turn), the floors' deadlines a third and two thirds of a period after the thread's: every "
+                   "tick follows another by a third of a period, so the machine's moment is common to all three and "
+                   "cancels in the ratio. The thread follows a floor, and so does the floor it is divided by; the "
+                   "floor that follows the thread, over that one, is the check that the thread's footprint does not "
+                   "make its neighbour dearer (1 within its interval: no bias). Ticks a third of a period apart find "
+                   "warmer caches than ticks alone on an idle machine (the pairs above): the CPU per sample is lower "
+                   "in both loops here.\n")
     wk = res.get("wake")
     if wk and "error" not in wk:
         text += ("\n### The wake-up: CPU inside the sleep call per tick, host set's files, 1 kHz (µs)\n\n"

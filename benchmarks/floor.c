@@ -1,6 +1,6 @@
 /* The floor: what reading the same /proc files costs with nothing else done.
  *
- * usage: floor [-p INTERVAL_NS [-s | -w]] ITERATIONS FILE:MODE [FILE:MODE ...]
+ * usage: floor [-p INTERVAL_NS [-P PHASE_NS] [-s | -w]] ITERATIONS FILE:MODE [FILE:MODE ...]
  *   MODE "1": one pread at offset 0 (single_open seq files: /proc/stat, meminfo, loadavg, <pid>/stat)
  *   MODE "e": pread until EOF (record seq files: /proc/diskstats, /proc/net/dev, /proc/vmstat), a read shorter
  *             than 4096 - 512 bytes being the end, as for sysprof's reader (csrc/io/proc_file.hpp, kSeqShortRead)
@@ -11,6 +11,9 @@
  * slack 1 ns, a missed deadline skipped as sysprof's thread does) and each line is "COST_NS PERIOD_NS", the period
  * being the time between this iteration's start and the previous one's (0 on the first line): the reference for
  * the sampling thread's cost and timing quality.
+ * With -P PHASE_NS (after -p), the deadlines are the CLOCK_MONOTONIC instants congruent to PHASE_NS modulo INTERVAL_NS
+ * (the first at least one interval away): a known offset from another paced loop's deadlines, so that loops sharing
+ * one CPU take their turns at fixed fractions of the period (benchmarks/bench_paced.py, "same core").
  * With -s (after -p), one summary line instead: "ITERATIONS THREAD_CPU_NS IN_TICK_NS", the thread's CPU time over
  * the paced loop (CLOCK_THREAD_CPUTIME_ID: the same sum_exec_runtime as /proc/<tid>/schedstat's first field, so
  * wake-ups and sleeps are included) and the sum of the iterations' own costs: the paced floor of the sampling
@@ -76,6 +79,12 @@ int main(int argc, char** argv) {
     argv += 2;
     argc -= 2;
   }
+  long long phase = -1;
+  if (interval > 0 && argc > 2 && strcmp(argv[1], "-P") == 0) {
+    phase = atoll(argv[2]) % interval;
+    argv += 2;
+    argc -= 2;
+  }
   int summary = 0, wake = 0;
   if (interval > 0 && argc > 1 && strcmp(argv[1], "-s") == 0) {
     summary = 1;
@@ -87,7 +96,7 @@ int main(int argc, char** argv) {
     argc -= 1;
   }
   if (argc < 3) {
-    fprintf(stderr, "usage: floor [-p INTERVAL_NS] ITERATIONS FILE:MODE...\n");
+    fprintf(stderr, "usage: floor [-p INTERVAL_NS [-P PHASE_NS] [-s | -w]] ITERATIONS FILE:MODE...\n");
     return 2;
   }
   long iters = atol(argv[1]);
@@ -109,6 +118,7 @@ int main(int argc, char** argv) {
   }
   if (interval > 0) prctl(PR_SET_TIMERSLACK, 1UL);
   long long next = now_ns() + interval, prev_t0 = 0, cpu0 = 0, in_tick = 0;
+  if (phase >= 0) next += ((phase - next) % interval + interval) % interval;
   for (long it = -1; it < iters; ++it) {
     if (it == 0) cpu0 = cpu_ns(); /* after the warm-up iteration's wake-up, as the sampler's window starts */
     long long slept = 0;

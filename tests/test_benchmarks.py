@@ -143,6 +143,16 @@ def test_paced(quick):
         if not p["floor_error"]:
             _dist_ok(r["floor_cpu_us"])
             _dist_ok(r["ratio"])
+    for name in ("default set", "host set"):
+        sc = p["sets"][name]["same_core"]
+        if "error" in sc:
+            assert p["floor_error"] or not hasattr(os, "sched_setaffinity"), sc
+            continue
+        for k in ("thread_cpu_us", "floor_cpu_us", "ratio", "bias"):
+            _dist_ok(sc[k])
+        lo, hi = sc["ratio_median_ci"]
+        assert lo <= sc["ratio"]["median"] <= hi
+        assert set(sc["cpus"]) <= os.sched_getaffinity(0)
     runs = p["intervals"]["runs"]
     assert set(runs) == {"every 1 ms", "cpu, disk every 10 ms"}
     for r in runs.values():
@@ -203,3 +213,26 @@ def test_main_entry_point():
     assert callable(mod.main)
     with pytest.raises(SystemExit):
         mod.main(["--help"])
+
+
+def test_compare_builds_same_core():
+    """compare_builds --same-core with one build given twice (its A-vs-A): both threads found, offsets half a period
+    apart, a ratio per window, and the median inside its interval."""
+    import sysprof
+
+    if sysprof.Sampler(interval=1e-3, cpu=False, memory=False, disk=False, net=False).backend != "native":
+        pytest.skip("the benchmarks measure the native backend")
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no sched_setaffinity")
+    r = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "compare_builds.py"), sys.executable,
+                        sys.executable, "--same-core", "--pairs", "2", "--seconds", "0.3", "--sources", "cpu,memory",
+                        "--json"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["sources"] == "cpu,memory" and doc["pairs"] == 2
+    assert len(doc["ratios"]) == len(doc["before_ns"]) == len(doc["after_ns"]) == 2
+    for b, a, x in zip(doc["before_ns"], doc["after_ns"], doc["ratios"]):
+        assert b > 0 and a > 0 and x == pytest.approx(a / b)
+    assert all(350_000 <= o <= 650_000 for o in doc["offsets_ns"]), doc["offsets_ns"]
+    lo, hi = doc["median_ci"]
+    assert lo <= doc["median"] <= hi
