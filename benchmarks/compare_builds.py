@@ -179,9 +179,9 @@ def main(argv=None) -> int:
     for name, sources in SETS.items():
         pairs = []
         for i in range(args.pairs):
-            order = (args.before, args.after) if i % 2 == 0 else (args.after, args.before)
-            got = {py: _probe(py, args.seconds, sources) for py in order}
-            pairs.append((got[args.before], got[args.after]))
+            roles = (("before", args.before), ("after", args.after))
+            got = {role: _probe(py, args.seconds, sources) for role, py in (roles if i % 2 == 0 else roles[::-1])}
+            pairs.append((got["before"], got["after"]))  # one python given twice: two probes, an A-vs-A
         results[name] = pairs
     if args.json:
         print(json.dumps(results, indent=1))
