@@ -153,10 +153,12 @@ def floor_window(floor: Floor, files, seconds: float) -> Optional[Dict[str, floa
 # same core: the thread and two floors taking turns on one CPU, a third of a period apart
 # ------------------------------------------------------------------------------------------------
 
-def sampler_phase_ns(s, interval_ns: int = INTERVAL_NS) -> int:
+def sampler_phase_ns(s, interval_ns: int = INTERVAL_NS) -> Optional[int]:
     """Where in the period a running sampler's deadlines fall (CLOCK_MONOTONIC ns modulo ``interval_ns``), from the
-    newest row's wall-clock time (taken right after the wake-up; the rows are drained)."""
+    newest row's wall-clock time (taken right after the wake-up; the rows are drained); None before its first row."""
     b = s.drain()
+    if not len(b):
+        return None
     offset = time.time_ns() - time.monotonic_ns()
     return int((int(b.timestamps_ns[-1]) - offset) % interval_ns)
 
@@ -185,6 +187,8 @@ def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: i
         os.sched_setaffinity(tid, {cpu})
         time.sleep(0.05)
         phase = sampler_phase_ns(s)
+        if phase is None:
+            return None
         iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
         for third in (1, 2):
             procs.append(subprocess.Popen(
