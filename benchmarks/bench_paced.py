@@ -95,18 +95,29 @@ def held_files(sysprof, flags) -> List[Tuple[str, str]]:
     return [(p, "e" if p.endswith(RECORD_BASED) else "1") for p in paths]
 
 
-def sampler_window(sysprof, flags, seconds: float, intervals=None) -> Optional[Dict[str, Any]]:
-    """The thread's CPU and in-tick time per sample over ``seconds`` at 1 kHz, with the default capacity, and the
-    reads of each source in the window (``stats["reads"]``)."""
+def start_sampler(sysprof, flags, settle: float, intervals=None):
+    """A 1 kHz Sampler with ``flags`` (and per-source ``intervals``), started, and its sampling thread's id after
+    ``settle`` seconds (its first rows and start-up out of any window), or None unless exactly one new sysprof
+    thread appeared. The caller stops it."""
     s = sysprof.Sampler(interval=1e-3, **flags, **({"intervals": intervals} if intervals else {}))
     known = _threads()
     s.start()
     try:
-        time.sleep(0.2)  # the first rows and the thread's start-up are not in the window
-        new = _threads() - known
-        if len(new) != 1:
+        time.sleep(settle)
+    except BaseException:
+        s.stop()
+        raise
+    new = _threads() - known
+    return s, (new.pop() if len(new) == 1 else None)
+
+
+def sampler_window(sysprof, flags, seconds: float, intervals=None) -> Optional[Dict[str, Any]]:
+    """The thread's CPU and in-tick time per sample over ``seconds`` at 1 kHz, with the default capacity, and the
+    reads of each source in the window (``stats["reads"]``)."""
+    s, tid = start_sampler(sysprof, flags, 0.2, intervals)
+    try:
+        if tid is None:
             return None
-        tid = new.pop()
         st0, c0 = s.stats, _cpu_ns(tid)
         time.sleep(seconds)
         c1, st1 = _cpu_ns(tid), s.stats
@@ -174,16 +185,11 @@ def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: i
     host's scheduling of this vCPU cancel within the window instead of between windows. The thread follows the
     second floor; the first floor follows the thread: that floor against the second (a floor after a floor) is the
     design's own check that the thread's footprint does not make its neighbour dearer (its bias)."""
-    s = sysprof.Sampler(interval=1e-3, **flags)
-    known = _threads()
-    s.start()
+    s, tid = start_sampler(sysprof, flags, 0.1)
     procs = []
     try:
-        time.sleep(0.1)
-        new = _threads() - known
-        if len(new) != 1:
+        if tid is None:
             return None
-        tid = new.pop()
         os.sched_setaffinity(tid, {cpu})
         time.sleep(0.05)
         phase = sampler_phase_ns(s)
@@ -269,12 +275,10 @@ def perf_breakdown(sysprof, floor: Floor, flags, files, seconds: float, thread_u
         return {"error": f"floor unavailable: {floor.error}"}
     tmp = tempfile.mkdtemp(prefix="sysprof-perf-")
     try:
-        s = sysprof.Sampler(interval=1e-3, **flags)
-        known = _threads()
-        s.start()
+        s, tid = start_sampler(sysprof, flags, 0.2)
         try:
-            time.sleep(0.2)
-            tid = (_threads() - known).pop()
+            if tid is None:
+                return {"error": "the sampling thread was not found among this process's threads"}
             n0 = s.stats["taken"]
             r = subprocess.run(["perf", "record", "-q", "-o", f"{tmp}/thread.data", "-t", str(tid), "-e", "cpu-clock",
                                 "-c", str(PERF_PERIOD_NS), "--", "sleep", str(seconds)],
