@@ -22,6 +22,11 @@ cancel, is then common to the three loops of a window; the thread is divided by 
 not make its neighbour dearer. Its ticks find warmer caches than ticks alone on an idle machine: both loops cost
 less per sample there, so its ratio is the overhead beside other periodic work, the idle windows' the overhead alone.
 
+The host's phase (phase_structure): two copies of the floor on one CPU, half a period apart, at phases x and x + 1/2
+of the period: the CPU per tick of one loop over the other's, which is 1 on a machine without periodic work of its
+own. On the 2-vCPU KVM guest this was written on, loops in the first half of each millisecond cost 2-5 % less than
+loops in the second: noise in every paced ratio, whose loops start at arbitrary phases.
+
 The wake-up itself: floor.c -w alternates, tick by tick (A B B A ...), the two ways the sampling thread can sleep
 (clock_nanosleep, a futex wait) and reports the CPU each costs inside the sleep call, so the choice in
 csrc/engine/sampler.cpp (Sampler::sleep_until) is measured, not assumed.
@@ -240,6 +245,48 @@ def same_core(sysprof, floor: Floor, flags, files, pairs: int, seconds: float) -
 
 
 # ------------------------------------------------------------------------------------------------
+# the host's phase: does a loop's CPU per tick depend on where in the period it runs?
+# ------------------------------------------------------------------------------------------------
+
+PHASE_POINTS = 4  # x = 0, 1/8, 2/8, 3/8 of the period: with x + 1/2 they cover the period at eighths
+
+
+def phase_structure(floor: Floor, files, reps: int, seconds: float) -> Dict[str, Any]:
+    """Two identical floors pinned to one CPU half a period apart, their deadlines at phase x and x + 1/2 of the
+    period (CLOCK_MONOTONIC modulo the interval, floor.c -P), ``reps`` windows per x (the first two CPUs in turn):
+    the first's CPU per tick over the second's. Both loops are the same program and each follows the other by half a
+    period, so on a machine without periodic work of its own every ratio is 1 within the noise; a ratio away from 1
+    is the cost of where in the millisecond a loop runs (the host's timer ticks, another guest's periodic work). The
+    paced comparisons start their loops at arbitrary phases, so this is noise in their ratios, not bias."""
+    if floor.error or not files or not hasattr(os, "sched_setaffinity"):
+        return {"error": floor.error or ("no files" if not files else "no sched_setaffinity")}
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
+    specs = [f"{p}:{m}" for p, m in files]
+    points = []
+    for k in range(PHASE_POINTS):
+        x = k * INTERVAL_NS // (2 * PHASE_POINTS)
+        first, second = [], []
+        for rep in range(reps):
+            cpu = cpus[rep % len(cpus)]
+            procs = [subprocess.Popen([floor.exe, "-p", str(INTERVAL_NS), "-P", str(ph), "-s", str(iters), *specs],
+                                      stdout=subprocess.PIPE, text=True, preexec_fn=_pinned(cpu))
+                     for ph in (x, x + INTERVAL_NS // 2)]
+            outs = [p.communicate(timeout=seconds + 60)[0].split() for p in procs]
+            if any(len(o) != 3 or int(o[0]) <= 0 for o in outs):
+                continue
+            a, b = (int(o[1]) / int(o[0]) / 1e3 for o in outs)
+            first.append(a)
+            second.append(b)
+        ratios = [a / b for a, b in zip(first, second)]
+        points.append({"phase_ns": x, "first_cpu_us": first, "second_cpu_us": second, "ratio": dist(ratios, "x"),
+                       "ratio_median_ci": boot_ci(ratios)["median_ci"]})
+    meds = [pt["ratio"]["median"] for pt in points if pt["ratio"]["median"]]
+    return {"points": points, "cpus": cpus, "window_seconds": seconds,
+            "furthest_from_1": max(meds, key=lambda r: abs(np.log(r))) if meds else None}
+
+
+# ------------------------------------------------------------------------------------------------
 # perf: where the time goes, symbol by symbol
 # ------------------------------------------------------------------------------------------------
 
@@ -325,7 +372,7 @@ def perf_breakdown(sysprof, floor: Floor, flags, files, seconds: float, thread_u
 # ------------------------------------------------------------------------------------------------
 
 def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
-    pairs, seconds, perf_seconds, same_core_pairs = cfg["paced"]
+    pairs, seconds, perf_seconds, same_core_pairs, phase_reps = cfg["paced"]
     out: Dict[str, Any] = {
         "method": ("thread CPU per sample at 1 kHz: sum_exec_runtime of the sampling thread (schedstat) over a "
                    f"{seconds:g} s window / rows taken, default capacity; floor: benchmarks/floor.c -p -s, a C "
@@ -368,6 +415,7 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
     for name, _desc, flags in SETS[:2]:
         out["sets"][name]["same_core"] = same_core(sysprof, floor, flags, held_files(sysprof, flags), same_core_pairs,
                                                    min(seconds, 1.0))
+    out["phase"] = phase_structure(floor, held_files(sysprof, SETS[1][2]), phase_reps, min(seconds, 1.0))
     out["wake"] = wake_costs(floor, held_files(sysprof, SETS[1][2]), max(1000, int(seconds * 1000)), 3)
     # Per-source intervals: the same default set with the slow-changing files read every 10 ms, interleaved
     iv = {"cpu": 0.01, "disk": 0.01}
@@ -442,6 +490,27 @@ def print_paced(res) -> str:
                    "make its neighbour dearer (1 within its interval: no bias). Ticks a third of a period apart find "
                    "warmer caches than ticks alone on an idle machine (the pairs above): the CPU per sample is lower "
                    "in both loops here.\n")
+    ph = res.get("phase")
+    if ph and "error" in ph:
+        text += f"\nthe host's phase: not run ({ph['error']})\n"
+    elif ph:
+        rows = []
+        for pt in ph["points"]:
+            lo, hi = pt["ratio_median_ci"]
+            x = pt["phase_ns"] / INTERVAL_NS
+            rows.append([f"{x:.3f} / {x + 0.5:.3f}", _m(dist(pt["first_cpu_us"], "us")),
+                         _m(dist(pt["second_cpu_us"], "us")), _m(pt["ratio"]), f"{fmt(lo)}–{fmt(hi)}",
+                         pt["ratio"]["n"]])
+        text += ("\n### The host's phase: one floor against itself half a period later, on one CPU\n\n"
+                 + table(["phases (of the period)", "first floor CPU µs", "second floor CPU µs", "first / second",
+                          "median's 95 % CI", "windows"], rows)
+                 + f"\n\nTwo copies of the floor (host set's files) pinned to one CPU, deadlines at phase x and x + 1/2 "
+                   "of the 1 ms period of CLOCK_MONOTONIC (floor.c -P), " + f"{ph['window_seconds']:g} s windows. "
+                   "Each follows the other by half a period, so without periodic work of the machine's own every "
+                   f"ratio is 1; the one furthest from 1 here: {fmt(ph['furthest_from_1'])}. Where it is not 1, a "
+                   "loop's CPU per tick depends on where in the millisecond it runs (the host's timer ticks, "
+                   "another guest's periodic work): the paced comparisons above start their loops at arbitrary "
+                   "phases, so this enters their ratios as noise, not bias.\n")
     wk = res.get("wake")
     if wk and "error" not in wk:
         text += ("\n### The wake-up: CPU inside the sleep call per tick, host set's files, 1 kHz (µs)\n\n"

@@ -96,7 +96,7 @@ QUICK_LEAVES_OUT = ("cold", "integrations")
 def config(quick: bool) -> Dict[str, Any]:
     if quick:
         return {"cost": (2, 300, 60, 300, 0.2), "interference": (3, 0.3), "timing": 1.0,
-                "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0, 3),
+                "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0, 3, 2),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
                 "marker": (20_000, 1), "kstat": (3000, 2),
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
@@ -104,7 +104,7 @@ def config(quick: bool) -> Dict[str, Any]:
                 "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
                 "integrations_blocks": QUICK_BLOCKS}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
-            "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0, 30),
+            "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0, 30, 6),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3), "kstat": (20_000, 4),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -153,6 +154,16 @@ def test_paced(quick):
         lo, hi = sc["ratio_median_ci"]
         assert lo <= sc["ratio"]["median"] <= hi
         assert set(sc["cpus"]) <= os.sched_getaffinity(0)
+    ph = p["phase"]
+    if "error" in ph:
+        assert p["floor_error"] or not hasattr(os, "sched_setaffinity"), ph
+    else:
+        assert [pt["phase_ns"] for pt in ph["points"]] == [0, 125_000, 250_000, 375_000]
+        for pt in ph["points"]:
+            ratios = [a / b for a, b in zip(pt["first_cpu_us"], pt["second_cpu_us"])]
+            assert ratios and all(a > 0 for a in pt["first_cpu_us"] + pt["second_cpu_us"])
+            assert pt["ratio"]["n"] == len(ratios) and pt["ratio"]["median"] == pytest.approx(statistics.median(ratios))
+        assert ph["furthest_from_1"] in [pt["ratio"]["median"] for pt in ph["points"]]
     runs = p["intervals"]["runs"]
     assert set(runs) == {"every 1 ms", "cpu, disk every 10 ms"}
     for r in runs.values():
