@@ -183,6 +183,29 @@ def _pinned(cpu: int):
     return lambda: os.sched_setaffinity(0, {cpu})
 
 
+def start_floors(floor: Floor, files, phases: List[int], seconds: float, cpu: int) -> List[subprocess.Popen]:
+    """Paced floors (floor.c -p -P -s) pinned to ``cpu``, one per phase (ns into the period), ``seconds`` long."""
+    iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
+    return [subprocess.Popen([floor.exe, "-p", str(INTERVAL_NS), "-P", str(ph), "-s", str(iters),
+                              *(f"{p}:{m}" for p, m in files)], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=_pinned(cpu)) for ph in phases]
+
+
+def floor_cpu_per_tick(procs: List[subprocess.Popen], seconds: float) -> Optional[List[float]]:
+    """Each started floor's thread CPU per iteration (ns) once it ends; None if any printed no summary. None is left
+    running."""
+    try:
+        outs = [p.communicate(timeout=seconds + 60)[0].split() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if any(len(o) != 3 or int(o[0]) <= 0 for o in outs):
+        return None
+    return [int(o[1]) / int(o[0]) for o in outs]
+
+
 def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: int) -> Optional[Dict[str, float]]:
     """One window of the same-core design: the sampling thread pinned to ``cpu``, and two floors (floor.c -P) pinned
     there too, their deadlines a third and two thirds of a period after the thread's. Each tick then follows another
@@ -200,15 +223,11 @@ def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: i
         phase = sampler_phase_ns(s)
         if phase is None:
             return None
-        iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
-        for third in (1, 2):
-            procs.append(subprocess.Popen(
-                [floor.exe, "-p", str(INTERVAL_NS), "-P", str((phase + third * INTERVAL_NS // 3) % INTERVAL_NS), "-s",
-                 str(iters), *(f"{p}:{m}" for p, m in files)], stdout=subprocess.PIPE, text=True,
-                preexec_fn=_pinned(cpu)))
+        procs = start_floors(floor, files, [(phase + third * INTERVAL_NS // 3) % INTERVAL_NS for third in (1, 2)],
+                             seconds, cpu)
         time.sleep(0.01)  # the floors' first deadlines come after their start-up
         st0, c0 = s.stats, _cpu_ns(tid)
-        outs = [p.communicate(timeout=seconds + 60)[0].split() for p in procs]
+        floors = floor_cpu_per_tick(procs, seconds)
         c1, st1 = _cpu_ns(tid), s.stats
     finally:
         for p in procs:
@@ -217,9 +236,9 @@ def same_core_window(sysprof, floor: Floor, flags, files, seconds: float, cpu: i
         s.stop()
         s.drain()
     n = st1["taken"] - st0["taken"]
-    if n <= 0 or any(len(o) != 3 for o in outs):
+    if n <= 0 or floors is None:
         return None
-    after_thread, after_floor = (int(o[1]) / int(o[0]) for o in outs)
+    after_thread, after_floor = floors
     return {"cpu_ns": (c1 - c0) / n, "floor_after_floor_ns": after_floor, "floor_after_thread_ns": after_thread,
             "missed": st1["missed_deadlines"] - st0["missed_deadlines"]}
 
@@ -261,23 +280,16 @@ def phase_structure(floor: Floor, files, reps: int, seconds: float) -> Dict[str,
     if floor.error or not files or not hasattr(os, "sched_setaffinity"):
         return {"error": floor.error or ("no files" if not files else "no sched_setaffinity")}
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    iters = max(10, int(seconds * 1e9 / INTERVAL_NS))
-    specs = [f"{p}:{m}" for p, m in files]
     points = []
     for k in range(PHASE_POINTS):
         x = k * INTERVAL_NS // (2 * PHASE_POINTS)
         first, second = [], []
         for rep in range(reps):
-            cpu = cpus[rep % len(cpus)]
-            procs = [subprocess.Popen([floor.exe, "-p", str(INTERVAL_NS), "-P", str(ph), "-s", str(iters), *specs],
-                                      stdout=subprocess.PIPE, text=True, preexec_fn=_pinned(cpu))
-                     for ph in (x, x + INTERVAL_NS // 2)]
-            outs = [p.communicate(timeout=seconds + 60)[0].split() for p in procs]
-            if any(len(o) != 3 or int(o[0]) <= 0 for o in outs):
-                continue
-            a, b = (int(o[1]) / int(o[0]) / 1e3 for o in outs)
-            first.append(a)
-            second.append(b)
+            got = floor_cpu_per_tick(start_floors(floor, files, [x, x + INTERVAL_NS // 2], seconds,
+                                                  cpus[rep % len(cpus)]), seconds)
+            if got:
+                first.append(got[0] / 1e3)
+                second.append(got[1] / 1e3)
         ratios = [a / b for a, b in zip(first, second)]
         points.append({"phase_ns": x, "first_cpu_us": first, "second_cpu_us": second, "ratio": dist(ratios, "x"),
                        "ratio_median_ci": boot_ci(ratios)["median_ci"]})
