@@ -255,6 +255,41 @@ def test_output_directory_and_stdout_are_refused(tmp_path):
     assert not marker.exists() and not (tmp_path / "-").exists()
 
 
+def test_output_fifo_and_socket_are_refused_without_blocking(tmp_path):
+    # A FIFO with no reader would block the open for ever (and Ctrl-C with it); with a reader it would take the
+    # trace away from any file. Both are refused before the command starts, with --force too.
+    import socket
+
+    marker = tmp_path / "ran"
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    for extra in ([], ["--force"]):
+        proc = run_cli("record", *extra, "-o", fifo, "--", "touch", marker, timeout=60)
+        assert_one_line_error(proc, 1 if not extra else 2)
+        if extra:
+            assert proc.stderr == (f"sysprof: output is a FIFO: {fifo} (a trace is written to a file or a "
+                                   "device)\n")
+    # a reader waiting on the FIFO: the open succeeds, and the FIFO is still refused
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        proc = run_cli("record", "--force", "-o", fifo, "--", "touch", marker, timeout=60)
+        assert_one_line_error(proc, 2)
+        assert "output is a FIFO" in proc.stderr
+        assert os.read(reader, 100) == b""
+    finally:
+        os.close(reader)
+    sock_path = tmp_path / "s"
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(sock_path))
+        proc = run_cli("record", "--force", "-o", sock_path, "--", "touch", marker, timeout=60)
+        assert_one_line_error(proc, 2)
+        assert proc.stderr.startswith(f"sysprof: output is a socket: {sock_path}")
+    finally:
+        sock.close()
+    assert not marker.exists()
+
+
 def test_gzip_suffix_is_case_insensitive(tmp_path):
     trace = tmp_path / "x.JSON.GZ"
     proc = run_cli("record", "-q", "-o", trace, "--cpu", "--duration", "0.2")

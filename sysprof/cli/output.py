@@ -36,7 +36,9 @@ class _Output:
                 if not force:
                     raise CLIError(f"output exists: {path} (use --force to overwrite)") from None
                 try:
-                    self.fd = os.open(path, self.FLAGS)
+                    # O_NONBLOCK: a FIFO without a reader must not block the open (it fails with ENXIO, or
+                    # opens and is refused by _lock); cleared there for the file or device kept
+                    self.fd = os.open(path, self.FLAGS | os.O_NONBLOCK)
                 except FileNotFoundError:
                     continue  # removed in between: create it
                 except OSError as e:
@@ -52,6 +54,13 @@ class _Output:
             return _symlink_error(self.path)
         if isinstance(e, IsADirectoryError):
             return CLIError(f"output is a directory: {self.path}", status=2)
+        if e.errno == errno.ENXIO:  # a FIFO or socket that the non-blocking open refused
+            try:
+                kind = os.stat(self.path).st_mode
+            except OSError:
+                kind = 0
+            if stat.S_ISFIFO(kind) or stat.S_ISSOCK(kind):
+                return _not_a_file(self.path, kind)
         return CLIError(f"cannot write {self.path}: {e.strerror or e}")
 
     def _lock(self) -> bool:
@@ -60,6 +69,10 @@ class _Output:
 
         st = os.fstat(self.fd)
         self.ident = (st.st_dev, st.st_ino)
+        if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            self.close()
+            raise _not_a_file(self.path, st.st_mode)
+        os.set_blocking(self.fd, True)
         if not stat.S_ISREG(st.st_mode):
             return True  # a device such as /dev/null: nothing to lock or truncate
         try:
@@ -104,6 +117,11 @@ class _Output:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _not_a_file(path: str, mode: int) -> CLIError:
+    what = "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+    return CLIError(f"output is {what}: {path} (a trace is written to a file or a device)", status=2)
 
 
 def _symlink_error(path: str) -> CLIError:
