@@ -115,6 +115,24 @@ def test_panel_order_with_every_group(figure):
     assert "not drawn: 1 channel always 0 or never valid" in foot
 
 
+def test_plot_hides_what_the_table_hides():
+    """A channel always 0 is hidden by the plot exactly as by the table, even when it is also a mirror of a drawn one
+    (cpu/idle_percent): the footnote's count and the table's agree."""
+    from sysprof.report import summarize
+    from sysprof.report.table import _is_boring
+
+    ev = [_start()]
+    for i in range(40):
+        ev.append(_counter("cpu", i, percent=float(i % 7), idle_percent=0.0, steal_percent=0.0,
+                           user_percent=float(i % 7)))
+        ev.append(_counter("memory", i, used_bytes=1e9 + i, total_bytes=0.0))
+    data = TraceData(ev)
+    table_hidden = {ch for ch, e in summarize(data)["channels"].items() if _is_boring(e)}
+    sel = choose_panels(data)
+    assert set(sel.hidden) == table_hidden == {"cpu/idle_percent", "cpu/steal_percent", "memory/total_bytes"}
+    assert "cpu/idle_percent" not in sel.redundant
+
+
 def test_too_many_channels_are_named_exactly(figure):
     """12 NICs in one panel (8 lines drawn) and more panels than fit: the left-out list is exact."""
     ev = [_start()]

@@ -132,11 +132,11 @@ def choose_panels(data, channel_filter=None, filtered: bool = False) -> Selectio
             continue
         finite = v[np.isfinite(v)]
         if not filtered:
+            if finite.size == 0 or not finite.any():  # first: the table's rule, so both count the same channels
+                hidden.append(ch)
+                continue
             if _redundant(ch, series):
                 redundant.append(ch)
-                continue
-            if finite.size == 0 or not finite.any():
-                hidden.append(ch)
                 continue
             if _matches(ch, _SKIP):
                 left_out.append(ch)
