@@ -63,7 +63,21 @@ def test_memory_native_vs_psutil():
     assert a["memory/used_bytes"] == a["memory/total_bytes"] - a["memory/available_bytes"]
     assert a["memory/used_percent"] == pytest.approx(100 * a["memory/used_bytes"] / a["memory/total_bytes"])
     assert a["swap/used_bytes"] == pytest.approx(b["swap/used_bytes"], rel=0.01, abs=64 << 20)
+    # cached_bytes means the kernel's Cached on both: the native value is /proc/meminfo's (read just before and
+    # just after); psutil has no such field (its `cached` adds SReclaimable), so the psutil backend reads NaN
+    assert math.isnan(b["memory/cached_bytes"])
+    before = _meminfo_bytes()
+    native = Sampler(backend="native", **dict(OFF, memory=True)).sample()["memory/cached_bytes"]
+    after = _meminfo_bytes()
+    lo, hi = sorted((before["Cached"], after["Cached"]))
+    assert lo - (64 << 20) <= native <= hi + (64 << 20)
+    if "SReclaimable" in before:  # what psutil's `cached` is instead, within the same slack
+        assert abs(vm.cached - (before["Cached"] + before["SReclaimable"])) <= 256 << 20
 
+
+def _meminfo_bytes():
+    with open("/proc/meminfo") as f:
+        return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.rstrip().endswith(" kB")}
 
 DISK_MAP = [  # (our suffix, psutil field, scale)
     ("read_bytes", "read_bytes", 1),

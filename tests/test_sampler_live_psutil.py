@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import psutil
 import pytest
 
@@ -32,10 +33,21 @@ from sampler_live_support import OFF
     (dict(pid=0, process=True), "pid"),
     (dict(proc_root="fixtures\0x"), "proc_root"),  # a NUL would cut the path short in the C++ side
     (dict(sys_root=""), "sys_root"),
+    (dict(cpu="no"), "cpu must be True or False"),  # truthy, yet no switch: never read as "on"
+    (dict(cpu="False"), "cpu must be True or False"),
+    (dict(memory=2), "memory must be True or False"),
+    (dict(net=[0]), "net must be True or False"),
+    (dict(disk=None), "disk must be True or False"),
+    (dict(per_cpu=1.0), "per_cpu must be True or False"),
 ])
 def test_bad_arguments(backend, kwargs, word):
     with pytest.raises(ValueError, match=word):
         Sampler(backend=backend, **kwargs)
+
+
+def test_source_switches_take_python_and_numpy_bools():
+    s = Sampler(backend="psutil", **dict(OFF, memory=np.bool_(True), cpu=np.False_))
+    assert [c for c in s.channels if c.startswith("cpu/")] == [] and "memory/used_bytes" in s.channels
 
 
 def test_capacity_too_large_for_memory_is_a_value_error():

@@ -91,9 +91,17 @@ _OPTION_OF = {opt.name: spec.name for spec in SOURCES.values() for opt in spec.o
 _NUMBER_OPTIONS = {opt.name: opt for spec in SOURCES.values() for opt in spec.options if not opt.is_switch}
 
 
+def _switch(name: str, v: object) -> bool:
+    """A source's or switch's keyword: True or False (a numpy bool too); anything else is a ValueError, so that
+    ``cpu="no"`` or ``cpu=[0]`` does not turn the source on by being truthy."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise ValueError(f"{name} must be True or False, got {v!r}")
+
+
 def _flags(sources: Mapping[str, object]) -> Dict[str, object]:
     """Every keyword's value: a bool per source and switch, a validated int per number option (ValueError)."""
-    return {k: _NUMBER_OPTIONS[k].value(sources.get(k)) if k in _NUMBER_OPTIONS else bool(sources.get(k, default))
+    return {k: _NUMBER_OPTIONS[k].value(sources.get(k)) if k in _NUMBER_OPTIONS else _switch(k, sources.get(k, default))
             for k, default in SOURCE_KEYWORDS.items()}
 
 

@@ -191,8 +191,10 @@ class PsutilSampler:
             avail, free = min(float(vm.available), total), min(float(vm.free), total)
             swap_free = min(float(sw.free), swap_total)
             used = total - avail
+            # cached_bytes is the kernel's Cached: psutil's `cached` adds SReclaimable (the reclaimable slab), a
+            # different quantity under the same name, and psutil gives neither part alone: NaN, as Dirty/Writeback
             return [total, avail, used, free,
-                    float(getattr(vm, "buffers", NAN)), float(getattr(vm, "cached", NAN)),
+                    float(getattr(vm, "buffers", NAN)), NAN,
                     NAN, NAN, 100.0 * used / total if total else NAN,
                     swap_total, swap_total - swap_free, swap_free]
         return _channels("memory"), read
