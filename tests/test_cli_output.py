@@ -288,6 +288,9 @@ def test_output_fifo_and_socket_are_refused_without_blocking(tmp_path):
     finally:
         sock.close()
     assert not marker.exists()
+    # a device is still written to (opened non-blocking like the rest, then made blocking again)
+    proc = run_cli("record", "-q", "--force", "-o", os.devnull, "--cpu", "--duration", "0.2")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_gzip_suffix_is_case_insensitive(tmp_path):
