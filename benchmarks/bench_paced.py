@@ -392,8 +392,9 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
                    "CLOCK_THREAD_CPUTIME_ID over the same number of iterations; windows interleaved (floor, "
                    "sampler, sampler, floor, ...), ratio per pair"),
         "pairs": pairs, "window_seconds": seconds, "floor_error": floor.error, "sets": {}}
+    files_of = {name: held_files(sysprof, flags) for name, _desc, flags in SETS}  # each set's files, found once
     for name, desc, flags in SETS:
-        files = held_files(sysprof, flags)
+        files = files_of[name]
         rows = []
         for i in range(pairs):
             order = ("floor", "sampler") if i % 2 == 0 else ("sampler", "floor")
@@ -425,10 +426,11 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
     # The same question, the three loops sharing one CPU a third of a period apart (same_core_window): the machine's
     # drift between windows, which the pairs above only partly cancel, cancels within each window.
     for name, _desc, flags in SETS[:2]:
-        out["sets"][name]["same_core"] = same_core(sysprof, floor, flags, held_files(sysprof, flags), same_core_pairs,
+        out["sets"][name]["same_core"] = same_core(sysprof, floor, flags, files_of[name], same_core_pairs,
                                                    min(seconds, 1.0))
-    out["phase"] = phase_structure(floor, held_files(sysprof, SETS[1][2]), phase_reps, min(seconds, 1.0))
-    out["wake"] = wake_costs(floor, held_files(sysprof, SETS[1][2]), max(1000, int(seconds * 1000)), 3)
+    host_files = files_of[SETS[1][0]]
+    out["phase"] = phase_structure(floor, host_files, phase_reps, min(seconds, 1.0))
+    out["wake"] = wake_costs(floor, host_files, max(1000, int(seconds * 1000)), 3)
     # Per-source intervals: the same default set with the slow-changing files read every 10 ms, interleaved
     iv = {"cpu": 0.01, "disk": 0.01}
     got: Dict[str, List[Dict[str, Any]]] = {"every 1 ms": [], "cpu, disk every 10 ms": []}
@@ -445,12 +447,12 @@ def bench_paced(cfg, sysprof, floor: Floor, ctx) -> Dict[str, Any]:
         for label, ws in got.items()}}
     # What each file costs the kernel to render (hot loop of preads, nothing parsed): the per-source levers
     if not floor.error:
-        all_files = held_files(sysprof, SETS[-1][2])
-        out["per_file_us"] = {p: dist(np.asarray(floor.run([(p, m)], 1000)) / 1e3, "us") for p, m in all_files}
+        out["per_file_us"] = {p: dist(np.asarray(floor.run([(p, m)], 1000)) / 1e3, "us")
+                              for p, m in files_of[SETS[-1][0]]}
     if perf_seconds:
         flags = SETS[0][2]
         d = out["sets"][SETS[0][0]]
-        out["perf"] = perf_breakdown(sysprof, floor, flags, held_files(sysprof, flags), perf_seconds,
+        out["perf"] = perf_breakdown(sysprof, floor, flags, files_of[SETS[0][0]], perf_seconds,
                                      d["thread_cpu_us"]["median"] or 0.0, d["floor_cpu_us"]["median"] or 0.0)
     ctx["paced_ratio_default_set"] = out["sets"]["default set"]["ratio"].get("median")
     return out

@@ -67,7 +67,7 @@ def test_memory_native_vs_psutil():
     # just after); psutil has no such field (its `cached` adds SReclaimable), so the psutil backend reads NaN
     assert math.isnan(b["memory/cached_bytes"])
     before = _meminfo_bytes()
-    native = Sampler(backend="native", **dict(OFF, memory=True)).sample()["memory/cached_bytes"]
+    native = n.sample()["memory/cached_bytes"]
     after = _meminfo_bytes()
     lo, hi = sorted((before["Cached"], after["Cached"]))
     assert lo - (64 << 20) <= native <= hi + (64 << 20)
@@ -78,6 +78,7 @@ def test_memory_native_vs_psutil():
 def _meminfo_bytes():
     with open("/proc/meminfo") as f:
         return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.rstrip().endswith(" kB")}
+
 
 DISK_MAP = [  # (our suffix, psutil field, scale)
     ("read_bytes", "read_bytes", 1),
