@@ -13,6 +13,7 @@
 #include "engine/sampler.hpp"
 #include "gpu/nvml_bindings.hpp"
 #include "markers/marker_ring.hpp"
+#include "py_text.hpp"
 #include "sources/registry.hpp"
 
 namespace py = pybind11;
@@ -328,9 +329,14 @@ PYBIND11_MODULE(_native, m) {
            py::arg("options") = std::vector<std::string>(), py::arg("pid") = -1, py::arg("proc_root") = "/proc",
            py::arg("sys_root") = "/sys", py::arg("intervals_ns") = std::map<std::string, int64_t>(),
            py::arg("max_ring_bytes") = 0)
-      .def_property_readonly("channels", [](const Sampler& s) { return s.channels(); })
-      .def_property_readonly("errors", &Sampler::errors)
-      .def_property_readonly("devices", &Sampler::devices)
+      .def_property_readonly("channels", [](const Sampler& s) { return sysprof::py_texts(s.channels()); })
+      .def_property_readonly("errors", [](const Sampler& s) { return sysprof::py_text_map(s.errors()); })
+      .def_property_readonly("devices",
+                             [](const Sampler& s) {
+                               py::list out;
+                               for (const auto& d : s.devices()) out.append(sysprof::py_text_map(d));
+                               return out;
+                             })
       .def_property_readonly("running", &Sampler::running)
       .def_property_readonly("capacity", &Sampler::capacity)
       .def_property_readonly("inherited", &Sampler::inherited)
@@ -385,7 +391,7 @@ PYBIND11_MODULE(_native, m) {
         d["sample_ns_p99"] = st.sample_ns_p99;
         d["sample_ns_max"] = st.sample_ns_max;
         py::dict reads;
-        for (const auto& [name, n] : st.reads) reads[py::str(name)] = n;
+        for (const auto& [name, n] : st.reads) reads[sysprof::py_text(name)] = n;
         d["reads"] = reads;
         return d;
       });

@@ -329,3 +329,39 @@ def test_record_process_tree_follows_the_commands_children(tmp_path):
 
 def test_record_process_tree_needs_a_target():
     assert_one_line_error(run_cli("record", "--process-tree", "--duration", "0.1"), rc=2)
+
+
+@pytest.mark.parametrize("where", ["head", "members", "errors"])
+def test_a_failure_inside_the_recorder_never_orphans_the_command(tmp_path, monkeypatch, capsys, where):
+    """Any failure inside the recorder (issue 26, item 3: a name that did not decode) stops the recording only:
+    the stop event is written, the trace closed, the command waited for and its status returned first."""
+    import subprocess as sp
+
+    from sysprof.cli import main
+    from sysprof.cli import record as record_mod
+    from sysprof.sampling.sampler import Sampler
+
+    def boom(*a, **k):
+        raise UnicodeDecodeError("utf-8", b"\xd0", 0, 1, "unexpected end of data")
+
+    if where == "head":
+        monkeypatch.setattr(record_mod, "rank_info", boom)
+    else:
+        monkeypatch.setattr(Sampler, where, property(boom))
+    flag = tmp_path / "done"
+    trace = tmp_path / "t.json"
+    rc = main(["record", "-q", "--cpu", "-o", str(trace), "--", "sh", "-c", f"sleep 0.3; touch {flag}; exit 5"])
+    assert rc == 5 and flag.exists()  # waited for to its end; its status first
+    events = read_trace(trace)  # closed
+    stop = [e for e in events if e.get("name") == "sysprof stop"]
+    assert len(stop) == 1  # with the command's status where it had ended (a failure at the head closes at once)
+    assert stop[0]["args"].get("returncode") == (None if where == "head" else 5)
+    if where == "errors":  # said, and the recording went on
+        assert stop[0]["args"]["errors"] == {"recorder": "the sampler's errors could not be read: "
+                                             "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xd0 in position 0: "
+                                             "unexpected end of data"}
+        assert "failure" not in stop[0]["args"]
+    else:
+        assert "UnicodeDecodeError" in capsys.readouterr().err
+        assert stop[0]["args"]["failure"].startswith("UnicodeDecodeError")
+    assert not [p for p in sp.run(["pgrep", "-f", f"touch {flag}"], capture_output=True, text=True).stdout.split()]

@@ -356,3 +356,145 @@ def test_bench_mark_runs(monkeypatch):
         assert res[f"on_{w}"]["instant"]["alone_ns"]["n"] == 1000 and res[f"on_{w}"]["with"]["loop_ns"]["n"] == 2
     assert "seqpacket" in res["on_python"]
     assert print_mark(res).startswith("## Markers: the caller's cost")
+
+
+# ---- harm where it runs (issue 26, items 1 and 2) ----
+def test_reader_reads_a_truncated_ring_without_a_signal(tmp_path):
+    # in a child: on a mapping, the reads below raise SIGBUS, which kills the process that reads
+    out = _run_child(f"""
+        import os
+        from sysprof.markers import ring as R
+        ring = R.Ring({str(tmp_path)!r}, 1, native=False)
+        reader = R.RingReader(ring.path)
+        for k in range(3):
+            ring.put(R.word(R.INSTANT, 0, 1), R.packer(1), b"n")
+        print(len(reader.read()), getattr(reader, "damaged", None))
+        for k in range(2):
+            ring.put(R.word(R.INSTANT, 0, 1), R.packer(1), b"n")
+        os.truncate(ring.path, 0)  # the program (or any process of its user) shrinks the file
+        print(len(reader.read()), getattr(reader, "damaged", None) is not None, reader.dropped, reader.read())
+    """)
+    assert out.split("\n")[:2] == ["3 None", "0 True 0 []"]
+
+
+def test_reader_takes_only_published_records_and_rejects_impossible_ones(tmp_path):
+    ring = R.Ring(str(tmp_path), 1, native=False)
+    reader = R.RingReader(ring.path)
+    for k in range(R.RingReader.FIRST_RUN + 5):  # more than a first run: read on in longer runs
+        assert _put(ring, k, 1, R.INSTANT, 0, b"n")
+    ring.buf[R.HEADER + 20 * R.SLOT_SIZE:R.HEADER + 20 * R.SLOT_SIZE + 8] = (0).to_bytes(8, "little")  # unpublished
+    assert [r[0] for r in reader.read()] == list(range(20))
+    ring.buf[R.HEADER + 20 * R.SLOT_SIZE:R.HEADER + 20 * R.SLOT_SIZE + 8] = (21).to_bytes(8, "little")
+    assert [r[0] for r in reader.read()] == [20]
+    assert int.from_bytes(ring.buf[R.TAIL_AT:R.TAIL_AT + 8], "little") == 21  # acknowledged: the writer may reuse
+    _put(ring, 99, 1, R.INSTANT, 0, b"n")
+    ring.buf[R.HEADER + 21 * R.SLOT_SIZE:R.HEADER + 21 * R.SLOT_SIZE + 8] = (10 ** 12).to_bytes(8, "little")
+    assert reader.read() == [] and reader.damaged == "its ring held an impossible record number"
+    ring.close()
+    reader.close()
+
+
+def test_receiver_reports_a_damaged_and_a_replaced_ring(tmp_path):
+    rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
+    pid = os.getpid()
+    ring = R.Ring(rec.path, pid, native=False)
+    _put(ring, 1000, 5, R.BEGIN, 0, b"a")
+    assert [e["ph"] for e in rec.drain() if e["ph"] != "M"] == ["B"]
+    # replaced under its name: the producer still writes into the file it mapped, which the recorder keeps reading
+    other = R.Ring(str(tmp_path), pid, native=False)
+    _put(other, 3000, 6, R.INSTANT, 0, b"other")
+    os.replace(other.path, ring.path)
+    _put(ring, 2000, 5, R.END, 0, b"a")
+    got = [(e["ph"], e["name"]) for e in rec.drain() if e["ph"] != "M"]
+    assert got == [("E", "a"), ("i", "other")]
+    # truncated: the rest of that process's markers are lost, and said so; the recording goes on
+    _put(other, 4000, 6, R.INSTANT, 0, b"lost")
+    os.truncate(ring.path, 4096)  # the file now at the name: the one `other` mapped
+    assert rec.problems() == ""
+    assert [e for e in rec.drain() if e["ph"] != "M"] == [] and rec.stats()["markers"] == 3
+    assert rec.problems().endswith(": its ring file was truncated or resized; its markers from then on were lost")
+    (tmp_path / os.path.basename(rec.path) / "9-9.ring").write_bytes(b"junk")  # never a ring
+    rec.drain()
+    rec.finish(9_000_000)
+    assert "truncated or resized" in rec.problems() and not os.path.exists(rec.path)
+    ring.close()
+    other.close()
+
+
+def _in_small_tmpfs(script, size="600k"):
+    """Runs ``script`` (sh) in a private mount namespace where /dev/shm and $TMPDIR are tmpfs of ``size``."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs in a private mount namespace needs root")
+    small = tempfile.mkdtemp(prefix="sysprof-small-")
+    try:
+        proc = subprocess.run(["unshare", "-m", "sh", "-c",
+                               f"mount -t tmpfs -o size={size} tmpfs /dev/shm && "
+                               f"mount -t tmpfs -o size={size} tmpfs {small} && export TMPDIR={small} && {script}"],
+                              capture_output=True, text=True, timeout=180)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"unshare: {e}")
+    finally:
+        os.rmdir(small)
+    if "mount" in proc.stderr and proc.returncode == 32 or "unshare failed" in proc.stderr:
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    return proc
+
+
+MARKING = "import sysprof\nfor i in range(10):\n    with sysprof.mark('step'):\n        sysprof.mark_instant('i')\n"
+
+
+def test_markers_on_a_nearly_full_tmpfs_never_raise_a_signal(tmp_path, writer):
+    """Less than a ring's 1 MiB free where the rings go (a small /dev/shm and $TMPDIR): the program and the
+    recorder run on (no SIGBUS), every marker is dropped and counted (a stub ring), and errors say so."""
+    import shlex
+
+    trace = tmp_path / "t.json"
+    prog = tmp_path / "marking.py"
+    prog.write_text(MARKING + "print('ran')\n")
+    env = " ".join(f"{k}={v}" for k, v in writer.items())
+    cmd = " ".join(shlex.quote(str(a)) for a in (sys.executable, "-m", "sysprof", "record", "-q", "--cpu", "-o",
+                                                   trace, "--", sys.executable, prog))
+    proc = _in_small_tmpfs(f"cd {shlex.quote(str(tmp_path))} && env {env} {cmd}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ran"
+    stop = [e for e in read_trace(trace) if e.get("name") == "sysprof stop"][0]["args"]
+    assert stop["returncode"] == 0 and stop["stats"]["markers"] == 0 and stop["stats"]["markers_dropped"] == 30
+    assert "no room for a marker ring" in stop["errors"]["markers"]
+    assert "every marker of it was dropped" in stop["errors"]["markers"]
+
+
+FULL = """
+import json, os, subprocess, sys
+from sysprof.markers.receiver import MarkerReceiver
+rec = MarkerReceiver(lambda ns: ns, directory=os.environ["TMPDIR"])
+fd = os.open(os.path.join(os.environ["TMPDIR"], "filler"), os.O_WRONLY | os.O_CREAT)
+try:  # fill the tmpfs to the last block
+    while True:
+        os.write(fd, bytes(4096))
+except OSError:
+    os.close(fd)
+child = subprocess.run([sys.executable, sys.argv[1]], env=dict(os.environ, SYSPROF_MARKERS=rec.path),
+                       capture_output=True, text=True)
+rec.drain()
+print(json.dumps({"rc": child.returncode, "out": child.stdout, "problems": rec.problems(), "stats": rec.stats()}))
+rec.close()
+"""
+
+
+def test_markers_on_a_full_tmpfs_never_raise_a_signal(tmp_path, writer):
+    """Not even a stub ring fits: the program runs on, and its empty .nospace file tells the recorder."""
+    import shlex
+
+    prog = tmp_path / "marking.py"
+    prog.write_text(MARKING + "print(sysprof.markers.dropped())\n")
+    script = tmp_path / "full.py"
+    script.write_text(FULL)
+    env = " ".join(f"{k}={v}" for k, v in writer.items())
+    proc = _in_small_tmpfs(f"cd {shlex.quote(str(tmp_path))} && env {env} {shlex.quote(sys.executable)} "
+                           f"{shlex.quote(str(script))} {shlex.quote(str(prog))}")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["rc"] == 0 and got["out"].split() == ["30"]
+    assert got["stats"] == {"markers": 0, "markers_dropped": 0}
+    assert got["problems"].endswith("no room for a marker ring in " + got["problems"].split(" in ", 1)[1])
+    assert "count unknown" in got["problems"]

@@ -7,6 +7,7 @@
 #include "gpu/nvml_gpm.hpp"
 #include "gpu/nvml_query.hpp"
 #include "gpu/nvml_samples.hpp"
+#include "py_text.hpp"
 
 namespace sysprof {
 
@@ -69,14 +70,14 @@ inline void bind_nvml(pybind11::module_& m) {
           b->take(got, dropped);
         }
         py::list series, index, t_ns, values;
-        for (const std::string& s : b->series()) series.append(s);
+        for (const std::string& s : b->series()) series.append(py_text(s));
         for (const nvml::DriverSample& x : got) {
           index.append(x.series);
           t_ns.append(x.t_ns);
           values.append(x.value);
         }
         py::dict absent;
-        for (const auto& kv : b->absent()) absent[py::str(kv.first)] = kv.second;
+        for (const auto& kv : b->absent()) absent[py_text(kv.first)] = py_text(kv.second);
         out["series"] = series;
         out["index"] = index;
         out["t_ns"] = t_ns;

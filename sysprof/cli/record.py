@@ -115,7 +115,10 @@ def cmd_record(args) -> int:
     except BaseException:
         rec.abort()
         raise
-    warn_problems(rec.sampler, args, args.quiet)
+    try:
+        warn_problems(rec.sampler, args, args.quiet)
+    except Exception:  # noqa: BLE001 - a warning that cannot be worded never stops the recording
+        pass
     try:
         return rec.run()
     finally:
@@ -205,6 +208,29 @@ class _Recording:
 
     # ---- the recording ----
     def run(self) -> int:
+        """Records until the command ends. No failure inside the recorder leaves the command orphaned or the
+        trace unclosed: a failure stops the recording, the stop event is still written, the trace closed, and the
+        command waited for (its exit status first)."""
+        self.builder = None
+        self.t_start_ns = time.time_ns()
+        self.timeout = _Timeout(self.args.duration, self.args.kill_after)
+        self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
+        try:
+            self._prepare()
+            self.writer.write_many(self._head(tuple(self.sampler.channels)))
+            self.writer.flush()
+            self._loop()
+        except Exception as e:  # a failure while recording: keep what we have, still wait for the child
+            self.failure = e
+        finally:
+            try:
+                self._finish()
+            except Exception as e:  # noqa: BLE001 - _finish guards each step; this is the last net
+                self.failure = self.failure or e
+        return self._conclude()
+
+    def _prepare(self) -> None:
+        """The event builder and the GPU trackers over the sampler's channels."""
         args = self.args
         self.proc_pid = self.child.pid if self.child is not None else args.pid
         channels = tuple(self.sampler.channels)
@@ -224,18 +250,6 @@ class _Recording:
         from ..sampling.gpu_samples import SampleEvents
         self.driver_samples = SampleEvents(lambda t_ns: self.builder.ts(t_ns), self.my_pid) if any(
             c.startswith("gpu/") for c in channels) else None  # the driver's buffered samples, at their own times
-        self.t_start_ns = time.time_ns()
-        self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
-        self.timeout = _Timeout(args.duration, args.kill_after)
-        try:
-            self.writer.write_many(self._head(channels))
-            self.writer.flush()
-            self._loop()
-        except Exception as e:  # a failure while recording: keep what we have, still wait for the child
-            self.failure = e
-        finally:
-            self._finish()
-        return self._conclude()
 
     def _ts(self, t_ns: int):
         return t_ns / 1000.0 if self.float_ts else t_ns // 1000
@@ -277,7 +291,7 @@ class _Recording:
             "capacity": getattr(sampler, "capacity", None),
             "backend": getattr(sampler, "backend", None),
             "channels": list(channels),
-            "errors": dict(getattr(sampler, "errors", {})),
+            "errors": self._errors(),
             "host": platform.node(),
             "kernel": platform.release(),
             "cpu_count": os.cpu_count(),
@@ -363,47 +377,71 @@ class _Recording:
             events = heapq.merge(events, marks, key=_event_ts)
         self.writer.write_many(events)
 
+    def _guard(self, step, *args):
+        """``step(*args)``; a failure is kept (the first one) and None returned, so the steps after it still run."""
+        try:
+            return step(*args)
+        except Exception as e:  # noqa: BLE001
+            self.failure = self.failure or e
+            return None
+
     def _finish(self) -> None:
-        """Stop the sampler, write what is left and the stop event, close the trace; failures are kept."""
-        sampler, writer, builder = self.sampler, self.writer, self.builder
-        try:
-            sampler.stop()
-        except Exception as e:  # pragma: no cover
-            self.failure = self.failure or e
-        try:
-            self.stats = dict(sampler.stats)
-            self._write_rows(sampler.drain(), stop_ns=time.time_ns())
-            _write_stats_counter(writer, sampler, self._ts)
-            self.stats = dict(sampler.stats)
-            if self.markers is not None:
-                self.stats.update(self.markers.stats())  # markers received and dropped
-        except Exception as e:  # e.g. the disk filled up: what was flushed stays readable
-            self.failure = self.failure or e
+        """Stop the sampler, write what is left and the stop event, close the trace. Each step is guarded: a
+        failure is kept and the next step still runs, so the stop event and the close are always tried."""
+        self._guard(self.sampler.stop)
+        if self.builder is not None:
+            self._guard(self._final_rows)  # e.g. the disk filled up: what was flushed stays readable
         self.t_end_ns = time.time_ns()
-        stop_args = {"stats": self.stats, "samples_written": builder.rows,
+        stop_args = self._guard(self._stop_args)
+        if stop_args is None:  # what is left when the full stop arguments could not be gathered
+            stop_args = {"stats": self.stats, "samples_written": self.builder.rows if self.builder else 0,
+                         "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9}
+        if self.failure is not None:
+            stop_args["failure"] = f"{type(self.failure).__name__}: {self.failure}"
+        self._guard(self.writer.write, {"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
+                                        "pid": self.my_pid, "tid": 0, "args": stop_args})
+        self._guard(self.writer.close)
+        self._guard(self.status.clear)
+
+    def _final_rows(self) -> None:
+        sampler = self.sampler
+        self.stats = dict(sampler.stats)
+        self._write_rows(sampler.drain(), stop_ns=time.time_ns())
+        _write_stats_counter(self.writer, sampler, self._ts)
+        self.stats = dict(sampler.stats)
+        if self.markers is not None:
+            self.stats.update(self.markers.stats())  # markers received and dropped
+
+    def _stop_args(self) -> dict:
+        sampler = self.sampler
+        stop_args = {"stats": self.stats, "samples_written": self.builder.rows if self.builder else 0,
                      "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9,
                      "signals": [signal.Signals(s).name for s in self.signals.received],
                      "signals_sent": list(self.signals.sent),
-                     "duration_reached": self.timeout.reached, "errors": dict(getattr(sampler, "errors", {}))}
+                     "duration_reached": self.timeout.reached, "errors": self._errors()}
         if self.returncode is not None:
             stop_args["returncode"] = self.returncode
-        if self.refresh.cols:
+        if self.builder is not None and self.refresh.cols:
             stop_args["gpu_refresh_s"] = self.refresh.periods()
-        if self.driver_samples is not None:
+        if self.builder is not None and self.driver_samples is not None:
             stop_args["gpu_samples"] = self.driver_samples.summary()
-        members = getattr(sampler, "members", None)
+        members = self._guard(getattr, sampler, "members", None)
         if members:  # process_tree: who held which slot when (Sampler.members)
             stop_args["process_tree_members"] = members
+        return stop_args
+
+    def _errors(self) -> dict:
+        """The sampler's errors, with the markers' (a ring that could not be made or was damaged) under
+        ``"markers"``."""
         try:
-            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
-                          "pid": self.my_pid, "tid": 0, "args": stop_args})
-        except Exception as e:
-            self.failure = self.failure or e
-        try:
-            writer.close()
-        except Exception as e:
-            self.failure = self.failure or e
-        self.status.clear()
+            errors = dict(getattr(self.sampler, "errors", {}))
+        except Exception as e:  # noqa: BLE001 - what cannot be read is said, and the recording goes on
+            errors = {"recorder": f"the sampler's errors could not be read: {type(e).__name__}: {e}"}
+        if self.markers is not None:
+            problems = self._guard(self.markers.problems)
+            if problems:
+                errors["markers"] = problems
+        return errors
 
     def _conclude(self) -> int:
         """The closing line, waiting for a command still running, and the exit status."""
@@ -413,7 +451,7 @@ class _Recording:
                   f"(run 'sysprof repair {output}' if it is not closed)", file=sys.stderr, flush=True)
         if child is not None and self.returncode is None:  # the recording failed: still wait for the command
             self.returncode = _wait_child(child, self.signals, self.timeout)
-        if not self.quiet and failure is None:
+        if not self.quiet and failure is None and self.builder is not None:
             written, dropped = self.builder.rows, int(stats.get("dropped", 0))
             elapsed = (self.t_end_ns - self.t_start_ns) / 1e9
             size = os.path.getsize(output) if os.path.exists(output) else self.writer.bytes_written

@@ -31,7 +31,10 @@ Behaviour:
   a signal handler may mark in the middle of its thread's marker). A full ring (4032 unread records), a
   recorder that died, or a ring that cannot be created (or is being created by another thread) drops the marker
   and counts it; the recorder writes the count into the trace's stop stats
-  (``stats.markers_dropped``). :func:`dropped` returns this process's count.
+  (``stats.markers_dropped``). :func:`dropped` returns this process's count. A ring's pages are reserved before
+  its first store, so a full file system (a container's small ``/dev/shm``) never raises SIGBUS: without room,
+  the markers are dropped, counted where a one-page stub fits, and the stop event's ``errors["markers"]`` says so
+  (``sysprof.markers.ring``).
 * **Names.** Any ``str`` (other objects are ``str()``-ed; bytes decoded as UTF-8 with replacement); lone
   surrogates are written escaped (``\\udcxx``); names longer than 200 UTF-8 bytes are cut at a character boundary
   (the event's args then say ``"name_truncated": true``). Instant args are any JSON-serialisable keywords

@@ -20,30 +20,59 @@ import os
 import tempfile
 import time
 
-from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, NAME_TRUNCATED, RingReader
+from ..text import text
+from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, NAME_TRUNCATED, NOSPACE, RingReader
 
 __all__ = ["MarkerReceiver", "ENV"]
 
 CATEGORY = "sysprof.mark"
 #: drain(until_ns) holds a marker back at most this long (ns) waiting for samples as new as it
 HOLD_NS = 1_000_000_000
+#: a file in the markers' directory that is not a ring this long after it was first seen is ignored (reported)
+NOT_A_RING_S = 10.0
+
+
+#: a tmpfs holds the rings only with this much room free, and at least half of it free: the rings (1 MiB per
+#: marking process) never compete with the job for a small /dev/shm (a container's 64 MB, which DataLoader
+#: workers fill with tensors); elsewhere they go to the temporary directory, on disk
+SHM_MIN_FREE = 1 << 30
 
 
 def _shm_dir() -> str:
-    """tmpfs for the rings when it is writable (no disk I/O, no page-in on the marking threads)."""
+    """A roomy tmpfs for the rings when one is writable (no disk I/O, no page-in on the marking threads), else
+    the temporary directory."""
     for d in ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR")):
-        if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK):
+        if d and os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK) and _roomy(d):
             return d
     return tempfile.gettempdir()
+
+
+def _roomy(d: str) -> bool:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return False
+    free = st.f_bavail * st.f_frsize
+    return free >= SHM_MIN_FREE and 2 * free >= st.f_blocks * st.f_frsize
 
 
 def _comm(pid, tid=None) -> str:
     path = f"/proc/{pid}/comm" if tid is None else f"/proc/{pid}/task/{tid}/comm"
     try:
         with open(path, "rb") as f:
-            return f.read(64).decode("utf-8", "replace").strip()
+            return text(f.read(64)).strip()
     except OSError:
         return ""
+
+
+def _who(ring) -> str:
+    return f"pid {ring.pid} ({ring.comm})" if ring.comm else f"pid {ring.pid}"
+
+
+def _pid_of(name: str) -> str:
+    """``pid N`` from a producer's file name ``<pid>-<created>.<suffix>``."""
+    pid = name.split("-", 1)[0]
+    return f"pid {pid}" if pid.isdigit() else name
 
 
 def _alive(pid) -> bool:
@@ -66,7 +95,7 @@ class MarkerReceiver:
         self.path = tempfile.mkdtemp(prefix="sysprof-markers-", dir=directory or _shm_dir())
         self.env = (ENV, self.path)
         self._ts = ts
-        self._rings = {}  # path -> RingReader
+        self._rings = {}  # (path, inode) -> RingReader
         self._stacks = {}  # (pid, tid) -> [(name bytes, name str)]
         self._names = {}  # bytes -> str
         self._named_pids = set(named_pids)
@@ -75,6 +104,9 @@ class MarkerReceiver:
         self._last_ns = {}  # (pid, tid) -> its latest stamp: a thread's events never go back in time
         self.received = 0
         self._retired_dropped = 0
+        self._problems = []  # clauses of problems(), for rings no longer open
+        self._ignored = set()  # (path, inode) of files not read: .nospace, never a ring
+        self._seen = {}  # (path, inode) -> when first seen not yet a ring
         self.closed = False
 
     # ---- the loop ----
@@ -86,24 +118,13 @@ class MarkerReceiver:
         if self.closed:
             return []
         meta, timed = [], []
-        try:
-            entries = [e.path for e in os.scandir(self.path) if e.name.endswith(".ring")]
-        except OSError:
-            entries = []
-        for path in entries:
-            if path not in self._rings:
-                try:
-                    self._rings[path] = RingReader(path)
-                except (OSError, ValueError):
-                    continue  # not complete yet (or not ours): looked at again next time
-        for path, ring in list(self._rings.items()):
+        self._discover()
+        for key, ring in list(self._rings.items()):
             self._read(ring, meta, timed)
             if not _alive(ring.pid):
                 self._read(ring, meta, timed)
                 self._close_open(ring.pid, time.time_ns(), "process exited", timed)
-                self._retired_dropped += ring.dropped
-                ring.close(unlink=True)
-                del self._rings[path]
+                self._retire(key, ring)
         pending = self._pending
         pending += timed
         pending.sort(key=_ns_key)
@@ -116,6 +137,58 @@ class MarkerReceiver:
             k += 1
         self._pending = pending[k:]
         return meta + [ev for _, ev in pending[:k]]
+
+    def _discover(self) -> None:
+        """Opens the rings that appeared since the last drain. A ring is known by its path and inode, so one
+        replaced under its name is read to its end while its producer lives, and the new file is read as
+        another ring. A file that never becomes a ring (within NOT_A_RING_S) and a producer's ``.nospace``
+        file are reported in :meth:`problems`."""
+        now = time.monotonic()
+        try:
+            entries = [(e.name, e.path, e.inode()) for e in os.scandir(self.path)]
+        except OSError:
+            entries = []
+        for name, path, ino in entries:
+            key = (path, ino)
+            if key in self._rings or key in self._ignored:
+                continue
+            if name.endswith(NOSPACE):
+                self._ignored.add(key)
+                self._problems.append(f"{_pid_of(name)}: no room for a marker ring in {self.path}; its markers "
+                                      "were dropped (count unknown)")
+                continue
+            if not name.endswith(".ring"):
+                continue
+            try:
+                self._rings[key] = RingReader(path)
+            except (OSError, ValueError):  # not complete yet (or not ours): looked at again next time
+                first = self._seen.setdefault(key, now)
+                if now - first > NOT_A_RING_S:
+                    self._ignored.add(key)
+                    self._seen.pop(key, None)
+                    self._problems.append(f"{name}: not a marker ring after {NOT_A_RING_S:g} s; ignored")
+                continue
+            self._seen.pop(key, None)
+            ring = self._rings[key]
+            if ring.stub:
+                self._problems.append(f"{_who(ring)}: no room for a marker ring in {self.path}; every marker of "
+                                      "it was dropped (counted in markers_dropped)")
+
+    def _retire(self, key, ring) -> None:
+        if ring.damaged is not None:
+            self._problems.append(f"{_who(ring)}: {ring.damaged}; its markers from then on were lost")
+        self._retired_dropped += ring.dropped
+        ring.close(unlink=True)
+        del self._rings[key]
+
+    def problems(self) -> str:
+        """What went wrong with the markers, one clause per process ("" when nothing did): a ring that could not
+        be made (no room), one damaged while read (truncated, replaced, impossible records), a file that never
+        became a ring. The recorder writes it in the stop event's ``errors["markers"]``."""
+        found = list(self._problems)
+        found += [f"{_who(r)}: {r.damaged}; its markers from then on were lost" for r in self._rings.values()
+                  if r.damaged is not None]
+        return "; ".join(found)
 
     def finish(self, t_stop_ns: int) -> list:
         """The last events: what is left in the rings, then an end at ``t_stop_ns`` for every span still open.
@@ -144,14 +217,11 @@ class MarkerReceiver:
         """Unmaps and removes the rings and the directory (idempotent)."""
         if self.closed:
             return
-        dropped = self.dropped
-        for ring in self._rings.values():
-            ring.close(unlink=True)
-        self._rings.clear()
-        self._retired_dropped = dropped
+        for key, ring in list(self._rings.items()):
+            self._retire(key, ring)
         try:
             for e in os.scandir(self.path):
-                if e.name.endswith(".ring"):
+                if e.name.endswith((".ring", NOSPACE)):
                     os.unlink(e.path)
             os.rmdir(self.path)
         except OSError:
@@ -162,7 +232,7 @@ class MarkerReceiver:
     def _name(self, raw: bytes) -> str:
         s = self._names.get(raw)
         if s is None:
-            s = raw.decode("utf-8", "replace")
+            s = text(raw)
             if len(self._names) < 65536:
                 self._names[raw] = s
         return s
@@ -210,9 +280,9 @@ class MarkerReceiver:
                 args = {}
                 if args_raw:
                     try:
-                        loaded = json.loads(args_raw.decode("utf-8", "replace"))
+                        loaded = json.loads(text(args_raw))
                         args = loaded if isinstance(loaded, dict) else {"args": loaded}
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         args = {"args_dropped": True}
                 if flags & NAME_TRUNCATED:
                     args["name_truncated"] = True

@@ -27,6 +27,19 @@ File layout (native byte order and alignment: producer and consumer are on the s
              truncated, 2 args dropped), name_len (48-55), args_len (56-63)
           24 name (UTF-8) then args (JSON, UTF-8)
 
+Space is reserved before the first store (``posix_fallocate``), so no store into a mapping can fault: on a full
+file system (a container's small ``/dev/shm``) a store into a sparse tmpfs page raises SIGBUS in the marking
+program. Where the full ring does not fit, the producer makes a *stub*: the header alone (``nslots`` 0, one
+page), whose ``dropped`` counts every marker of the process, so the recorder still reports them; where not even
+that fits, an empty ``<pid>-<created>.nospace`` file says the process's markers were lost (count unknown).
+
+The recorder reads a ring with ``pread`` and writes its tail with ``pwrite``, never through a mapping: a ring
+truncated or replaced under it (by the program, or any process of the same user) cannot raise a signal in the
+recorder; the reader checks the size at each read and treats a changed one as that process's markers lost.
+A run of slots is read twice: the first read's ``seq`` words say which records are published, the second read
+(later in time) gives their bodies and confirms each ``seq`` again, so a record is never taken before it was
+complete, whatever order the kernel copies a read's bytes in.
+
 One process writes a ring, one recorder reads it. The process's threads claim a slot with ``next()`` of an
 ``itertools.count`` (one C call: atomic under the GIL, so no lock, and a signal handler marking in the middle of
 its own thread's marker just claims the next slot), write the body (one ``pack_into``), then store ``seq``; the
@@ -41,9 +54,12 @@ import functools
 import itertools
 import mmap
 import os
+import stat
 import struct
 import threading
 import time
+
+from ..text import text
 
 MAGIC = b"SYSPMRK\x01"
 ENV = "SYSPROF_MARKERS"
@@ -98,8 +114,15 @@ def packer(payload_len: int):
     return struct.Struct(f"@qQ{payload_len}s").pack_into
 
 
-def ring_size() -> int:
-    return HEADER + NSLOTS * SLOT_SIZE
+def ring_size(nslots: int = NSLOTS) -> int:
+    """The file size of a ring of ``nslots`` slots; a stub (``nslots`` 0) is one page, the header alone."""
+    return HEADER + nslots * SLOT_SIZE if nslots else STUB_SIZE
+
+
+#: the size of a stub ring (the header alone, on one page): every marker of its process dropped and counted
+STUB_SIZE = 4096
+#: suffix of the empty file a producer leaves where not even a stub ring fits
+NOSPACE = ".nospace"
 
 
 def native(name: str):
@@ -130,29 +153,43 @@ class Ring:
         path = os.path.join(directory, f"{pid}-{created}.ring")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            size = ring_size()
-            os.ftruncate(fd, size)
+            nslots = _reserve(fd)
+            size = ring_size(nslots)
             self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:  # not even a stub fits: an empty file names the loss for the recorder
+            os.close(fd)
+            try:
+                os.rename(path, path[:-len(".ring")] + NOSPACE)
+            except OSError:
+                _unlink(path)
+            raise
         except BaseException:
             os.close(fd)
             _unlink(path)
             raise
         os.close(fd)
         mm = self.mm
-        mm[HEADER:] = bytes(size - HEADER)  # touch every page now, not on the caller's first markers
-        _INFO.pack_into(mm, 8, SLOT_SIZE, NSLOTS, pid, created)
+        mm[HEADER:] = bytes(size - HEADER)  # touch every page now (reserved), not on the caller's first markers
+        _INFO.pack_into(mm, 8, SLOT_SIZE, nslots, pid, created)
         mm[COMM_AT:COMM_AT + 16] = _own_comm().ljust(16, b"\0")
         mm[0:8] = MAGIC
         self.buf = memoryview(mm)  # slicing and struct calls on a memoryview cost less than on the mmap
         self.path = path
+        self.nslots = nslots
         self.head = 0  # a hint: one past the latest slot claimed
         self.limit = CAPACITY  # head may reach this before the consumer's tail is read again
         self._claim = itertools.count().__next__
         self.tls = threading.local()  # the calling thread's tid, looked up once per thread
-        make = _native_writer() if native else None
+        make = _native_writer() if native and nslots else None
         self.native = make is not None
         if make is not None:
             self.put = make(mm)  # shadows the method below: put(word, pack, payload) in C++
+        elif not nslots:
+            self.put = self._drop_put  # a stub: every marker dropped and counted
+
+    def _drop_put(self, word, pack, payload) -> bool:
+        self.drop()
+        return False
 
     def put(self, word: int, pack, payload: bytes) -> bool:
         """Write one record: ``word`` as :func:`word` gives, ``payload`` the name and args bytes (at most
@@ -189,63 +226,139 @@ class Ring:
 
 
 class RingReader:
-    """The consumer side of one ring file. :meth:`read` returns the records published since the last call as
-    ``(ts_ns, tid, kind, flags, name_bytes, args_bytes)`` tuples, in the order they were written."""
+    """The consumer side of one ring file, read with ``pread`` and acknowledged with ``pwrite`` (module
+    docstring): no writer can turn a read into a signal. :meth:`read` returns the records published since the
+    last call as ``(ts_ns, tid, kind, flags, name_bytes, args_bytes)`` tuples, in the order they were written.
+    Once the file is seen damaged (resized, a short read, an impossible ``seq``), :attr:`damaged` says how and
+    nothing more is read from it."""
+
+    #: slots read at once: a first look, then bigger runs while records keep coming
+    FIRST_RUN, RUN = 16, 256
+    #: runs read at most per call (16,384 slots, four times the ring)
+    MAX_RUNS = 64
 
     def __init__(self, path: str):
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             st = os.fstat(fd)
-            if st.st_size < HEADER:
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{path}: not a regular file")
+            head = os.pread(fd, HEADER, 0) if st.st_size >= HEADER else b""
+            if len(head) < HEADER or head[0:8] != MAGIC:
                 raise ValueError("not a marker ring yet")
-            mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
+            slot_size, nslots, pid, created = _INFO.unpack_from(head, 8)
+            if slot_size != SLOT_SIZE or nslots not in (NSLOTS, 0) or st.st_size != ring_size(nslots):
+                raise ValueError(f"{path}: unknown marker ring layout")
+        except BaseException:
             os.close(fd)
-        if mm[0:8] != MAGIC:
-            mm.close()
-            raise ValueError("not a marker ring yet")
-        slot_size, nslots, pid, created = _INFO.unpack_from(mm, 8)
-        if (slot_size != SLOT_SIZE or nslots != NSLOTS or st.st_size != ring_size()):
-            mm.close()
-            raise ValueError(f"{path}: unknown marker ring layout")
-        self.mm, self.path, self.pid, self.created_ns = mm, path, pid, created
-        self.comm = bytes(mm[COMM_AT:COMM_AT + 16]).rstrip(b"\0").decode("utf-8", "replace")
-        self.tail = _I64.unpack_from(mm, TAIL_AT)[0]
+            raise
+        self.fd, self.path, self.pid, self.created_ns = fd, path, pid, created
+        self.ino = st.st_ino
+        self.size, self.nslots = st.st_size, nslots
+        self.comm = text(head[COMM_AT:COMM_AT + 16].rstrip(b"\0"))
+        self.tail = _I64.unpack_from(head, TAIL_AT)[0]
         self.lost = 0  # records the reader skipped
+        self._dropped = _I64.unpack_from(head, DROPPED_AT)[0]  # the producer's count, as last read
+        self.damaged = None  # why the file stopped being read, once it did
+
+    @property
+    def stub(self) -> bool:
+        """The producer found no room for a ring: every marker of its process was dropped (and counted)."""
+        return self.nslots == 0
 
     @property
     def dropped(self) -> int:
-        return _I64.unpack_from(self.mm, DROPPED_AT)[0] + self.lost
+        if self.damaged is None:
+            try:
+                got = os.pread(self.fd, 8, DROPPED_AT)
+                if len(got) == 8:
+                    self._dropped = max(self._dropped, _I64.unpack(got)[0])  # never back (nor below 0)
+            except OSError:
+                pass
+        return self._dropped + self.lost
+
+    def _damage(self, why: str) -> list:
+        if self.damaged is None:
+            self.damaged = why
+        return []
 
     def read(self) -> list:
-        mm, tail, out = self.mm, self.tail, []
-        while True:
-            off = HEADER + (tail & (NSLOTS - 1)) * SLOT_SIZE
-            seq = _I64.unpack_from(mm, off)[0]
-            if seq != tail + 1:
-                if seq > tail + 1:  # overwritten a lap ahead (threads raced past the margin): skip to it
-                    self.lost += seq - 1 - tail
+        if self.damaged is not None or self.stub:
+            return []
+        fd, out = self.fd, []
+        try:
+            if os.fstat(fd).st_size != self.size:
+                return self._damage("its ring file was truncated or resized")
+            tail, run = self.tail, self.FIRST_RUN
+            for _ in range(self.MAX_RUNS):  # bounded: a writer racing the reader cannot keep it here
+                idx = tail & MASK
+                k = min(run, NSLOTS - idx)
+                off = HEADER + idx * SLOT_SIZE
+                first = os.pread(fd, k * SLOT_SIZE, off)
+                if len(first) != k * SLOT_SIZE:
+                    self._damage("its ring file was truncated")
+                    break
+                m = 0  # slots published in order from tail, as the first read saw them
+                while m < k and _unpack_i64(first, m * SLOT_SIZE)[0] == tail + m + 1:
+                    m += 1
+                got = self._records(os.pread(fd, m * SLOT_SIZE, off), tail, m, out) if m else 0
+                tail += got
+                if got < m:  # overwritten between the reads, or a short read: looked at again next time
+                    break
+                if m == k:
+                    run = self.RUN
+                    continue
+                seq = _unpack_i64(first, m * SLOT_SIZE)[0]  # the first slot not taken: at index tail now
+                if seq > tail + 1:
+                    if (seq - 1 - tail) % NSLOTS:
+                        self._damage("its ring held an impossible record number")
+                        break
+                    self.lost += seq - 1 - tail  # overwritten a lap ahead (threads raced past the margin)
                     tail = seq - 1
                     continue
-                break
-            ts, w = _BODY.unpack_from(mm, off + 8)
-            tid, kind, flags, n, a = w & 0xFFFFFFFF, w >> 32 & 0xFF, w >> 40 & 0xFF, w >> 48 & 0xFF, w >> 56
-            tail += 1
-            if n + a <= PAYLOAD_MAX and kind in (BEGIN, END, INSTANT):  # else a corrupt record: skipped
-                p = off + PAYLOAD_AT
-                out.append((ts, tid, kind, flags, mm[p:p + n], mm[p + n:p + n + a]))
-        if tail != self.tail:
-            self.tail = tail
-            _I64.pack_into(mm, TAIL_AT, tail)
+                break  # not published yet
+            if tail != self.tail:
+                self.tail = tail
+                os.pwrite(fd, _I64.pack(tail), TAIL_AT)
+        except OSError as e:
+            self._damage(f"its ring file could not be read ({e.strerror or e})")
         return out
 
+    @staticmethod
+    def _records(buf: bytes, tail: int, m: int, out: list) -> int:
+        """Appends the records of the ``m`` slots in ``buf`` (the second read) whose ``seq`` still follows
+        ``tail``; returns how many slots it took."""
+        if len(buf) != m * SLOT_SIZE:
+            return 0
+        for j in range(m):
+            at = j * SLOT_SIZE
+            if _unpack_i64(buf, at)[0] != tail + j + 1:
+                return j
+            ts, w = _BODY.unpack_from(buf, at + 8)
+            n, a, kind = w >> 48 & 0xFF, w >> 56, w >> 32 & 0xFF
+            if n + a <= PAYLOAD_MAX and kind in (BEGIN, END, INSTANT):  # else a corrupt record: skipped
+                p = at + PAYLOAD_AT
+                out.append((ts, w & 0xFFFFFFFF, kind, w >> 40 & 0xFF, buf[p:p + n], buf[p + n:p + n + a]))
+        return m
+
     def close(self, unlink: bool = False) -> None:
-        try:
-            self.mm.close()
-        except (BufferError, ValueError):  # pragma: no cover
-            pass
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
         if unlink:
             _unlink(self.path)
+
+
+def _reserve(fd: int) -> int:
+    """Reserves a ring's space in the file ``fd``: the number of slots it got (NSLOTS, or 0: a stub). OSError
+    where not even a stub fits."""
+    try:
+        os.posix_fallocate(fd, 0, ring_size())
+        return NSLOTS
+    except OSError:
+        os.ftruncate(fd, 0)  # give back whatever part was reserved
+        os.posix_fallocate(fd, 0, STUB_SIZE)
+        return 0
 
 
 def _own_comm() -> bytes:

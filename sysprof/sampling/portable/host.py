@@ -22,6 +22,7 @@ import psutil
 
 from sysprof import forks
 
+from ...text import text
 from ..registry import SOURCES, TREE_SLOTS
 from .rules import CounterDevice, Ticks, TrailingRate
 from .tree import TreeReader
@@ -217,7 +218,7 @@ class PsutilSampler:
     def _devices(kind: str, read_all, keep, fields, rates):
         """Per-device raw counters (``Counter`` rules) in the kernel's listing order (psutil keeps it)."""
         state = {d: CounterDevice(fields, rates, RATE_CAPS) for d in (read_all() or {}) if keep(d)}
-        names = [f"{kind}/{d}/{f}" for d in state
+        names = [f"{kind}/{text(d)}/{f}" for d in state  # a device name is bytes to the kernel
                  for f in [f[0] for f in fields] + [r + "_per_second" for r in rates]]
 
         def read(t: int) -> List[float]:

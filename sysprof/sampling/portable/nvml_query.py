@@ -14,6 +14,7 @@ import math
 import weakref
 from typing import Callable, Dict, List, Optional
 
+from ...text import text
 from . import nvml_library as lib
 from .nvml_gpm import GpmDevice
 from .nvml_table import (BY_KEY, CHANNELS, FIELDS, GETTERS, GPM_CHANNELS, INDEX, LEVEL_RULES, SLOW_CHANNELS, SLOW_S,
@@ -209,14 +210,14 @@ class NvmlState:
             v = self.timed(what, i, fn, h)
         except self.pynvml.NVMLError:
             return ""
-        return v.decode() if isinstance(v, bytes) else str(v)
+        return text(v)
 
     def _pci(self, i: int, h) -> str:
         try:
             v = self.timed("nvmlDeviceGetPciInfo_v3", i, self.pynvml.nvmlDeviceGetPciInfo_v3, h).busId
         except (self.pynvml.NVMLError, AttributeError):
             return ""
-        return v.decode() if isinstance(v, bytes) else str(v)
+        return text(v)
 
     def note(self, msg: str) -> None:
         self.notes.append(msg)

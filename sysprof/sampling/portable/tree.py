@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
+from ...text import text
 from ..registry import SOURCES
 from .rules import TrailingRate
 
@@ -43,7 +44,7 @@ class _Member:
         self.pss = self.uss = NAN
         self.due = self.smaps_ok = True
         try:
-            self.comm = proc.name()
+            self.comm = text(proc.name())  # psutil keeps bytes that are not UTF-8 as surrogates
         except psutil.Error:
             self.comm = ""
 
