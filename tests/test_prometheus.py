@@ -91,13 +91,49 @@ def test_window_extremes_slide_and_histograms_count():
     counts, count, total = w.histograms()
     # le 0.05 0.1 0.25 0.5 0.75 0.9 0.95 0.99 1.0
     assert counts.tolist() == [[0, 0, 1, 2, 3, 3, 3, 3, 4]] and count.tolist() == [4] and total.tolist() == [2.5]
-    clock["t"] = T0 + 24 * S  # the rows' 1 s slot (10 s) is still within 15 s of 24 s
+    clock["t"] = T0 + 25 * S  # the rows (10.000-10.004 s) are within 15 s of 25 s: still there
     assert w.extremes()[0].tolist() == [9.0, 1.0]
-    clock["t"] = T0 + 25 * S  # now it is not
+    clock["t"] = T0 + 26 * S  # their whole 1 s slot is older than 15 s now
     assert all(math.isnan(v) for v in w.extremes()[0].tolist())
     w.fold(np.array([T0 + 3 * S], dtype=np.int64), np.array([[100.0, 0.0]]))  # too old for the window
     assert all(math.isnan(v) for v in w.extremes()[0].tolist())
     assert w.histograms()[1].tolist() == [5] and w.rows == 6
+
+
+@pytest.mark.parametrize("slots", [1, 3, 15])
+def test_window_extremes_cover_the_whole_window_at_every_phase(slots):
+    """A burst is in _max at every scrape up to ``window`` seconds after it, wherever in a sub-window the burst
+    and the scrape fall (issue 27, item 3: it was gone up to one sub-window early)."""
+    window = 3.0
+    step = int(window * S) // slots
+    for burst_phase in range(0, step, step // 4):
+        burst = T0 + 100 * S + burst_phase
+        for delay in list(range(0, int(window * S) + 1, step // 5)) + [int(window * S)]:
+            clock = {"t": burst + delay}
+            w = Window(1, window=window, slots=slots, clock=lambda: clock["t"])
+            w.fold(np.array([burst - 2 * S, burst], dtype=np.int64), np.array([[1.0], [9.0]]))
+            assert w.extremes()[0].tolist() == [9.0], (slots, burst_phase, delay)
+        # and it leaves: one sub-window past the window at the most
+        clock = {"t": burst + int(window * S) + step}
+        w = Window(1, window=window, slots=slots, clock=lambda: clock["t"])
+        w.fold(np.array([burst], dtype=np.int64), np.array([[9.0]]))
+        assert math.isnan(w.extremes()[0][0])
+
+
+def test_core_histograms_reach_the_cpus():
+    from sysprof.prometheus.window import CORE_BUCKETS, buckets
+
+    assert buckets(1.0) == RATIO_BUCKETS
+    assert buckets(2.0) == RATIO_BUCKETS + (1.5, 2.0)
+    assert buckets(224.0) == RATIO_BUCKETS + CORE_BUCKETS[:CORE_BUCKETS.index(256.0) + 1]
+    w = Window(2, hist_columns=[0, 1], hist_tops=[1.0, 4.0])
+    w.fold(np.array([T0, T0 + MS, T0 + 2 * MS], dtype=np.int64), np.array([[0.5, 0.5], [1.0, 3.5], [NAN, 1.2]]))
+    counts, count, total = w.histograms()
+    assert w.buckets == [RATIO_BUCKETS, RATIO_BUCKETS + (1.5, 2.0, 3.0, 4.0)]
+    # le 0.05 0.1 0.25 0.5 0.75 0.9 0.95 0.99 1.0 [1.5 2 3 4]
+    assert counts[0, :9].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 2] and count[0] == 2
+    assert counts[1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3] and count[1] == 3  # 3.5 below 4, not +Inf
+    assert total.tolist() == [1.5, pytest.approx(5.2)]
 
 
 # ------------------------------------------------------------------ scraped over loopback
@@ -195,3 +231,18 @@ def test_bad_window_and_missing_client(monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImportError, match=r"sysprof\[prometheus\]"):
         PrometheusEndpoint(FakeSampler(CHANNELS), listen="127.0.0.1:0")
+
+
+def test_scrape_process_cpu_histogram_reaches_the_cpus(endpoint, monkeypatch):
+    import sysprof.prometheus.endpoint as ep_mod
+
+    monkeypatch.setattr(ep_mod.os, "cpu_count", lambda: 4)
+    s = FakeSampler(("process/cpu_percent", "cpu/percent"))
+    clock = {"t": T0 + 2 * S}
+    ep = endpoint(s, clock)
+    s.rows = [(T0 + S + k * MS, [p, 50.0]) for k, p in enumerate((50.0, 150.0, 350.0, 400.0))]  # 0.5-4 cores
+    hist = parsed(scrape(ep.url)[1])["sysprof_process_cpu_ratio_samples"][1]
+    got = {dict(k[1])["le"]: v for k, v in hist.items() if k[0].endswith("_bucket")}
+    assert [got[le] for le in ("0.5", "1.0", "1.5", "2.0", "3.0", "4.0", "+Inf")] == [1, 1, 2, 2, 2, 4, 4]
+    cpu = parsed(scrape(ep.url)[1])["sysprof_cpu_busy_ratio_samples"][1]
+    assert max(float(dict(k[1])["le"]) for k in cpu if k[0].endswith("_bucket") and dict(k[1])["le"] != "+Inf") == 1

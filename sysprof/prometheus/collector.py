@@ -21,7 +21,7 @@ from typing import Any, Iterator, List, Optional
 import numpy as np
 
 from .names import Family
-from .window import RATIO_BUCKETS, Window
+from .window import Window
 
 __all__ = ["SysprofCollector"]
 
@@ -36,7 +36,8 @@ class SysprofCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         from prometheus_client.utils import floatToGoString
 
-        self._le = tuple(floatToGoString(b) for b in RATIO_BUCKETS) + ("+Inf",)  # as the client's histograms
+        # per histogram column, its buckets' ``le`` as the client's histograms write them
+        self._le = [tuple(floatToGoString(b) for b in bounds) + ("+Inf",) for bounds in window.buckets]
 
         self._gauge, self._counter, self._histogram = GaugeMetricFamily, CounterMetricFamily, HistogramMetricFamily
         self.source, self.families, self.window, self.interval = source, families, window, interval
@@ -84,7 +85,8 @@ class SysprofCollector:
             h = self._histogram(m.name + "_samples", f"every sample since start: {m.help}", labels=labels)
             for col, values in zip(fam.columns, fam.values):
                 i = self._hist_row[col]
-                buckets = [(le, float(n)) for le, n in zip(self._le, counts[i].tolist() + [int(count[i])])]
+                le = self._le[i]
+                buckets = [(b, float(n)) for b, n in zip(le, counts[i, :len(le) - 1].tolist() + [int(count[i])])]
                 h.add_metric(list(values), buckets, float(total[i]))
             yield h
 

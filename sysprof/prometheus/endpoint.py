@@ -9,6 +9,7 @@ Every other path answers 404, a method other than GET and HEAD 405. Needs promet
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import threading
@@ -108,12 +109,15 @@ class PrometheusEndpoint:
         self.sampler, self.drains, self._own = sampler, bool(drain), bool(own_sampler)
         self.families = families(tuple(sampler.channels), getattr(sampler, "devices", ()))
         self._divisor = np.ones(len(sampler.channels))
-        hist = []
+        hist = {}  # column -> the top of its range: 1, or the CPUs for a CPU time in cores
+        cores = float(os.cpu_count() or 1)
         for fam in self.families:
             self._divisor[fam.columns] = fam.metric.divisor
             if fam.metric.ratio and fam.metric.type == "gauge" and fam.metric.label != "cpu":
-                hist += fam.columns
-        self.window = Window(len(sampler.channels), float(window), slots, sorted(hist), clock)
+                top = cores if fam.metric.pattern.endswith("/cpu_percent") else 1.0  # csrc/engine/ranges.cpp's rule
+                hist.update((col, top) for col in fam.columns)
+        cols = sorted(hist)
+        self.window = Window(len(sampler.channels), float(window), slots, cols, clock, [hist[c] for c in cols])
         self._last: Optional[np.ndarray] = None
         self._lock = threading.Lock()
         registry = CollectorRegistry(auto_describe=False)
