@@ -40,6 +40,13 @@ CPU_AGG = (
     "cpu/softirq_percent",
     "cpu/steal_percent",
 )
+CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+#: the cpu source's channels, with per_cpu those of the CPU ids given (csrc/sources/cpu.cpp's layout)
+def cpu_channels(ids=()):
+    return (CPU_AGG + tuple(f"cpu/{m}_seconds_total" for m in CPU_MODES) + tuple(f"cpu/{i}/percent" for i in ids)
+            + tuple(f"cpu/{i}/{m}_seconds_total" for i in ids for m in CPU_MODES))
+
+
 MEM_CHANNELS = (
     "memory/total_bytes",
     "memory/available_bytes",
@@ -252,8 +259,7 @@ def test_cpu_field_variants(tmp_path, scenario):
     agg, per_cpu = CPU_CASES[scenario]
     tree = Tree(scenario, tmp_path)
     s, _ = open_sampler(tree, cpu=True, per_cpu=True)
-    per_names = tuple(f"cpu/{i}/percent" for i in sorted(per_cpu))
-    assert s.channels == CPU_AGG + per_names
+    assert s.channels == cpu_channels(sorted(per_cpu))
     assert "cpu" not in s.errors
     tree.apply("v2")
     row, _ = take(s)
@@ -266,7 +272,7 @@ def test_cpu_field_variants(tmp_path, scenario):
 def test_cpu_aggregate_without_per_cpu(tmp_path):
     tree = Tree("cpu_fields7", tmp_path)
     s, _ = open_sampler(tree, cpu=True)
-    assert s.channels == CPU_AGG
+    assert s.channels == cpu_channels()
     tree.apply("v2")
     row, _ = take(s)
     exact("cpu/percent", row["cpu/percent"], 100 * 170 / 400)  # see CPU_CASES["cpu_fields7"]
@@ -311,15 +317,20 @@ def test_cpu_fully_busy_is_exactly_100(tmp_path):
 def test_cpu_backwards_and_no_tick(tmp_path):
     tree = Tree("cpu_backwards", tmp_path)
     s, _ = open_sampler(tree, cpu=True, per_cpu=True)
-    names = CPU_AGG + ("cpu/0/percent",)
+    names = cpu_channels([0])
     assert s.channels == names
-    # nothing changed since construction: no tick elapsed -> NaN (not 0)
+    # nothing changed since construction: no tick elapsed -> NaN (not 0); the counters are the ticks read
+    hz = os.sysconf("SC_CLK_TCK")
     row, _ = take(s)
     for n in names:
-        nan(n, row[n])
+        if n.endswith("percent"):
+            nan(n, row[n])
+    exact("cpu/idle_seconds_total", row["cpu/idle_seconds_total"], 5000 / hz)
     # v2: user 1000->1100 (+100), idle 5000->4000 went backwards -> 0; total 100, busy 100
     tree.apply("v2")
     row, _ = take(s)
+    exact("cpu/idle_seconds_total", row["cpu/idle_seconds_total"], 4000 / hz)  # a counter reset: its new value
+    exact("cpu/0/user_seconds_total", row["cpu/0/user_seconds_total"], 1100 / hz)
     want_v2 = {"cpu/percent": 100.0, "cpu/user_percent": 100.0, "cpu/idle_percent": 0.0,
                "cpu/system_percent": 0.0, "cpu/iowait_percent": 0.0, "cpu/0/percent": 100.0}
     for n, w in want_v2.items():

@@ -175,7 +175,7 @@ def test_cpu_percent_live_in_range():
     assert parts == pytest.approx(100.0, abs=1e-6)
     assert row["cpu/percent"] == pytest.approx(100.0 - row["cpu/idle_percent"] - row["cpu/iowait_percent"],
                                                abs=1e-6)
-    per = [c for c in s.channels if c.startswith("cpu/") and c.count("/") == 2]
+    per = [c for c in s.channels if c.startswith("cpu/") and c.count("/") == 2 and c.endswith("/percent")]
     assert len(per) >= os.cpu_count()
     online = [c for c in per if not math.isnan(row[c])]
     assert len(online) >= 1 and all(0.0 <= row[c] <= 100.0 for c in online)

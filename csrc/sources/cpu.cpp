@@ -1,4 +1,8 @@
-// /proc/stat: aggregate and per-CPU busy percent from tick deltas (Documentation/filesystems/proc.rst, 1.8).
+// /proc/stat: aggregate and per-CPU busy percent from tick deltas, and the ticks themselves by mode as seconds
+// (cpu/<mode>_seconds_total: node_exporter's node_cpu_seconds_total; shares over a span come from their
+// increases, Documentation/filesystems/proc.rst, 1.8).
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -39,20 +43,25 @@ class CpuSource final : public FileSource {
     return true;
   }
 
+  // cpu/percent, cpu/<mode>_percent, cpu/<mode>_seconds_total; per CPU: cpu/<id>/percent for each, then
+  // cpu/<id>/<mode>_seconds_total for each.
   void layout(std::vector<std::string>& channels) override {
     channels.push_back("cpu/percent");
     for (auto m : kModeNames) channels.push_back(std::string("cpu/") + m + "_percent");
+    for (auto m : kModeNames) channels.push_back(std::string("cpu/") + m + "_seconds_total");
     long max_id = -1;
     for (long id : ids_) {
       channels.push_back("cpu/" + std::to_string(id) + "/percent");
       max_id = std::max(max_id, id);
     }
+    for (long id : ids_)
+      for (auto m : kModeNames) channels.push_back("cpu/" + std::to_string(id) + "/" + m + "_seconds_total");
     slot_of_.assign(size_t(max_id + 1), -1);
     for (size_t k = 0; k < ids_.size(); ++k) slot_of_[size_t(ids_[k])] = int(k);
     per_.assign(ids_.size(), TickState());
     seen_.assign(ids_.size(), 0);
     lines_.assign(ids_.size() + 1, Line{});  // the aggregate and one per CPU: no allocation per tick
-    width_ = kModes + 1 + ids_.size();
+    width_ = 2 * kModes + 1 + ids_.size() * (1 + kModes);
   }
 
   std::unique_ptr<FileSource> fresh() const override {
@@ -119,12 +128,24 @@ class CpuSource final : public FileSource {
     if (__builtin_expect(!have_aggregate, 0)) return no_aggregate(bad.empty(), err);
     if (out) {
       for (size_t i = 0; i < kModes + 1; ++i) out[i] = total_.last[i];
-      for (size_t k = 0; k < per_.size(); ++k) out[kModes + 1 + k] = seen_[k] ? per_[k].last[0] : kNaN;
+      seconds(total_, out + kModes + 1);
+      double* cpus = out + 2 * kModes + 1;
+      double* cpu_seconds = cpus + per_.size();
+      for (size_t k = 0; k < per_.size(); ++k) {
+        cpus[k] = seen_[k] ? per_[k].last[0] : kNaN;
+        seconds(per_[k], cpu_seconds + k * kModes);  // offline: invalidated, NaN
+      }
     }
     return true;
   }
 
  private:
+  // A line's ticks by mode in seconds (USER_HZ), as last read; NaN before its first read. A field that went
+  // backwards reads its new value (a counter reset, as Prometheus takes it).
+  void seconds(const TickState& t, double* out) const {
+    for (size_t i = 0; i < kModes; ++i) out[i] = t.valid ? double(t.prev[i]) / tick_hz_ : kNaN;
+  }
+
   __attribute__((cold, noinline)) bool no_aggregate(bool say, std::string& err) const {
     if (say) err = file_.path() + ": no aggregate 'cpu' line";
     return false;
@@ -142,6 +163,7 @@ class CpuSource final : public FileSource {
   bool per_cpu_ = false;
   std::vector<long> ids_;
   std::vector<int> slot_of_;
+  double tick_hz_ = double(sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100);
   TickState total_;
   std::vector<TickState> per_;
   std::vector<char> seen_;

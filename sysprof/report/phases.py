@@ -13,7 +13,8 @@ Per phase:
   exceed the wall time they take; ``wall_seconds`` is the length of their union, ``sampled_seconds`` the part of
   it inside the trace's sampling windows (all of it in a ``sysprof record`` trace).
 * per channel, over the union of its spans (an overlap counts once): ``mean``, the time-weighted mean of the
-  channel's values, and ``amount``, what accrued inside the spans (below). Nested spans of different names are
+  channel's values (a share whose counters the trace holds: from their increases, :mod:`sysprof.report.shares`),
+  and ``amount``, what accrued inside the spans (below). Nested spans of different names are
   each attributed fully: a ``batch`` span holding a ``dataloader`` span gives the overlap to both rows.
 
 Values follow the trace's step semantics (:class:`~sysprof.report.model.TraceData`): a value holds from its
@@ -258,9 +259,13 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
 
     from .stats import sampled_windows
 
+    from .shares import counter_means, is_share_counter
+
     ts = data.timestamps()
     origin = float(ts[0]) if ts.size else min(s.start_us for spans in groups.values() for s in spans)
-    prepared = _prepare(data, channels, origin)
+    # the counters a share is computed from are prepared even where not asked for (left out of the result)
+    prepared = _prepare(data, None if channels is None else (lambda ch: channels(ch) or is_share_counter(ch)),
+                        origin)
     windows = None if data.recorded else [((a - origin) / 1e6, (b - origin) / 1e6) for a, b in sampled_windows(data)]
     out = []
     for name, spans in groups.items():
@@ -276,6 +281,14 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
             got = c.attribute(lo, hi)
             if got is not None:
                 phase.channels[ch] = got
+        got = phase.channels
+        shares = counter_means(got, {ch: c.amount for ch, c in got.items()}, {ch: c.seconds for ch, c in got.items()})
+        for ch, (mean, amount) in shares.items():  # a share over the span: from its counters' increases
+            got[ch].mean = mean
+            if got[ch].amount is not None:
+                got[ch].amount = amount
+        if channels is not None:
+            phase.channels = {ch: c for ch, c in got.items() if channels(ch)}
         out.append(phase)
     return out
 

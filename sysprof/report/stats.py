@@ -138,9 +138,12 @@ def summarize(data: TraceData) -> dict:
         sampled = sum(b - a for a, b in windows) / 1e6
         rate = samples / sampled if sampled > 0 and samples >= 2 else None
     channels = {}
+    shares = _counter_shares(data)
     for ch, (t, v) in data.series.items():
         entry = {"unit": unit_of(ch, data.units), "events": int(v.size), "valid": int(np.isfinite(v).sum())}
         entry.update(weighted_stats(v, data.weights(t)))
+        if ch in shares:  # a share over the whole trace: from its counters (sysprof.report.shares)
+            entry["mean"] = shares[ch][0]
         finite = v[np.isfinite(v)]
         entry["first"] = float(finite[0]) if finite.size else None
         entry["last"] = float(finite[-1]) if finite.size else None
@@ -171,6 +174,19 @@ def summarize(data: TraceData) -> dict:
         "unavailable": [src for src in errors if not source_available(src, data.meta.get("channels") or [])],
         "channels": channels,
     })
+
+
+def _counter_shares(data: TraceData) -> dict:
+    """The trace's share channels with counters, over the whole trace (:func:`sysprof.report.shares.counter_means`)."""
+    from .shares import counter_means, counters_of, is_share_counter
+
+    wanted = [ch for ch in data.series if counters_of(ch)]
+    if not wanted or not any(is_share_counter(ch) for ch in data.series):
+        return {}
+    from .phases import whole_trace
+
+    got = whole_trace(data, channels=is_share_counter).channels
+    return counter_means(wanted, {ch: c.amount for ch, c in got.items()}, {ch: c.seconds for ch, c in got.items()})
 
 
 def channel_filter(patterns):

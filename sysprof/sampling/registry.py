@@ -144,8 +144,12 @@ def _cpu() -> Tuple[ChannelSpec, ...]:
                "/proc/stat cpu line")]
     out += [_ch(f"cpu/{m}_percent", "%", "gauge", f"share of CPU ticks in {m}", f"/proc/stat cpu {m}")
             for m in _CPU_MODES]
+    out += [_ch(f"cpu/{m}_seconds_total", "s", "ticks", f"CPU time in {m}, all CPUs (node_cpu_seconds_total)",
+                f"/proc/stat cpu {m} / USER_HZ") for m in _CPU_MODES]
     out.append(_ch("cpu/<id>/percent", "%", "gauge", "busy share of one CPU (per_cpu; NaN while offline)",
                    "/proc/stat cpuN line"))
+    out += [_ch(f"cpu/<id>/{m}_seconds_total", "s", "ticks", f"CPU time of one CPU in {m} (per_cpu; NaN while "
+                "offline)", f"/proc/stat cpuN {m} / USER_HZ") for m in _CPU_MODES]
     return tuple(out)
 
 

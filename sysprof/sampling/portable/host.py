@@ -169,18 +169,25 @@ class PsutilSampler:
 
     # -- sources: each returns (channel names, read(mono_ns) -> values) --------------------------
     def _cpu(self, per_cpu: bool):
-        names = ["cpu/percent"] + [f"cpu/{m}_percent" for m in CPU_MODES]
+        """The native source's channels (csrc/sources/cpu.cpp): percents from deltas, and psutil's times by mode
+        (seconds already) as the ``_seconds_total`` counters."""
+        names = (["cpu/percent"] + [f"cpu/{m}_percent" for m in CPU_MODES] +
+                 [f"cpu/{m}_seconds_total" for m in CPU_MODES])
         total = Ticks()
         n = len(psutil.cpu_times(percpu=True)) if per_cpu else 0
         per = [Ticks() for _ in range(n)]
         names += [f"cpu/{i}/percent" for i in range(n)]
+        names += [f"cpu/{i}/{m}_seconds_total" for i in range(n) for m in CPU_MODES]
 
         def read(_t: int) -> List[float]:
-            out = list(total.update(_cpu_tuple(psutil.cpu_times())))
+            now = _cpu_tuple(psutil.cpu_times())
+            out = list(total.update(now)) + now
             if n:
                 times = psutil.cpu_times(percpu=True)
-                for i, st in enumerate(per):
-                    out.append(st.update(_cpu_tuple(times[i]) if i < len(times) else None)[0])
+                each = [_cpu_tuple(times[i]) if i < len(times) else None for i in range(n)]
+                out += [st.update(t)[0] for st, t in zip(per, each)]
+                for t in each:
+                    out += t if t is not None else [NAN] * len(CPU_MODES)
             return out
         return names, read
 
