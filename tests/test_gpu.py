@@ -216,6 +216,22 @@ def test_stop_returns_while_a_call_hangs(fake):
     assert f.unsafe_shutdowns() == 0 and f.uninitialized_calls() == 0
 
 
+@needs_native
+def test_no_new_call_once_dropped(fake):
+    # A slow driver: every call about a device takes 100 ms, so one reading (some 25 calls) takes seconds.
+    f = fake(hang_call="*", hang_at=-1, hang_ms=100, devices=1)
+    s = gpu_sampler("native")
+    wait_for(lambda: f.calls("nvmlDeviceGetUtilizationRates", 0) >= 1)  # a reading has begun
+    del s
+    gc.collect()  # the reader is stopped in the middle of that reading
+    made = f.all_calls() - f.releases()  # the call in flight now included
+    wait_for(lambda: f.refcount() == 0)  # the reader has ended: NVML is shut down
+    # Nothing asked after the stop but what gives resources back; the GPM samples are freed.
+    assert f.all_calls() - f.releases() == made
+    assert f.gpm_live() == 0 and f.calls("nvmlShutdown") == 1
+    assert f.unsafe_shutdowns() == 0 and f.uninitialized_calls() == 0
+
+
 def _collect(s, f, batches: list, seen: list) -> None:
     """Drains s while the fake's hang lasts, noting (wall ns, errors["gpu"]) as it goes."""
     wait_for(lambda: f.hanging() == 1)

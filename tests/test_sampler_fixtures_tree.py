@@ -11,12 +11,13 @@ Pss: (60000 + 80000) + 2 x (30000 + 80000) = 360000 kB. v2: 102 has exited, and 
 import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import sysprof
-from test_sampler_fixtures import CLK_TCK, PAGE, Tree, check_error, exact, nan, open_sampler
+from test_sampler_fixtures import CLK_TCK, PAGE, Tree, check_error, exact, nan, open_sampler, take
 from test_sampler_fixtures_process import SLOT_FIELDS, TREE_TOTALS
 
 KB = 1024.0
@@ -91,6 +92,41 @@ def _until(s, cond, tries=30):
             return row
         time.sleep(0.05)
     raise AssertionError(f"not reached in {tries} reads: {row}")
+
+
+def _set_stat(tree, pid, utime=None, threads=None):
+    """Rewrites proc/<pid>/stat with another utime and/or num_threads (fields 14 and 20)."""
+    text = (Path(tree.proc) / str(pid) / "stat").read_text()
+    head, _, tail = text.rpartition(") ")
+    f = tail.split(" ")  # f[0] is field 3 (state)
+    if utime is not None:
+        f[11] = str(utime)
+    if threads is not None:
+        f[17] = str(threads)
+    tree.write(f"{pid}/stat", head + ") " + " ".join(f))
+
+
+def test_member_cpu_percent_is_bounded_by_its_threads(tmp_path):
+    # process_tree/v1: 100 (2 threads), 101 (3; made single-threaded here), 102 (4), 103 (5); 64 online CPUs.
+    # Each member then gains 1000 ticks (10 s of CPU) within one read's window: far more than its threads can run.
+    tree = Tree("process_tree", tmp_path)
+    utime = {100: 100, 101: 200, 102: 300, 103: 400}
+    _set_stat(tree, 101, threads=1)
+    s, _ = open_sampler(tree, process_tree=True, pid=100)
+    take(s)
+
+    def burst(threads):
+        for pid in utime:
+            utime[pid] += 1000
+            _set_stat(tree, pid, utime=utime[pid], threads=threads.get(pid))
+        row, _ = take(s)
+        return {int(row[f"process_tree/{k}/pid"]): row[f"process_tree/{k}/cpu_percent"] for k in range(4)}
+
+    # 102 drops from 4 threads to 1 in the window: the larger count bounds it
+    got = burst({102: 1})
+    assert got == {100: 200.0, 101: 100.0, 102: 400.0, 103: 500.0}, got
+    got = burst({})  # 102 single-threaded through the window now
+    assert got == {100: 200.0, 101: 100.0, 102: 100.0, 103: 500.0}, got
 
 
 def test_exited_member_slot_reads_nan_then_is_reused(tmp_path):

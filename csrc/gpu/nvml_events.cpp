@@ -21,11 +21,14 @@ struct EventState {
   std::unique_ptr<std::atomic<bool>[]> registered;
   std::unique_ptr<std::atomic<uint64_t>[]> count, last;
   std::atomic<bool> has_note{false};
+  std::shared_ptr<const std::atomic<bool>> stopped;  // EventWaiter::stop()
 
   std::mutex mu;  // never held during an NVML call
   std::condition_variable cv;
   bool quit = false, ended = true, handed = false;
   std::string note;
+
+  bool ending() const { return quit || stopped->load(std::memory_order_relaxed); }  // mu held
 };
 
 namespace {
@@ -62,7 +65,7 @@ void wait_loop(const std::shared_ptr<EventState>& sp) {
   for (;;) {
     {
       std::lock_guard<std::mutex> g(s.mu);
-      if (s.quit) break;
+      if (s.ending()) break;
     }
     EventData e;
     std::memset(&e, 0, sizeof e);
@@ -79,7 +82,7 @@ void wait_loop(const std::shared_ptr<EventState>& sp) {
       break;
     } else {  // e.g. a lost device: not a busy loop
       std::unique_lock<std::mutex> lk(s.mu);
-      s.cv.wait_for(lk, std::chrono::milliseconds(kEventWaitMs), [&] { return s.quit; });
+      s.cv.wait_for(lk, std::chrono::milliseconds(kEventWaitMs), [&] { return s.ending(); });
     }
   }
   bool handed;
@@ -103,6 +106,7 @@ EventWaiter::~EventWaiter() = default;
 void EventWaiter::open(const Library& lib, const std::vector<Gpu>& gpus, Calls& calls) {
   auto st = std::make_shared<EventState>();
   st->lib = lib;
+  st->stopped = stopped_;
   st->n = gpus.size();
   st->handles.reset(new Device[st->n]);
   st->registered.reset(new std::atomic<bool>[st->n]());

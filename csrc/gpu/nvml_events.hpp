@@ -11,8 +11,9 @@
 // cannot report XIDs). Python turns each step of xid_total into an instant event carrying xid_last
 // (sysprof/trace/gpu_events.py), so the data flows one way: driver -> waiter -> reading -> ring.
 //
-// Stopping: the reader asks the waiter to end and waits at most kEventStopWaitNs (one wait's timeout
-// and a margin) before nvmlEventSetFree and nvmlShutdown. A wait that overruns its timeout (a driver in
+// Stopping: stop() (any thread: the reader's stop) lets no new wait begin. The reader then asks the waiter
+// to end and waits at most kEventStopWaitNs (one wait's timeout and a margin) before nvmlEventSetFree and
+// nvmlShutdown. A wait that overruns its timeout (a driver in
 // a bad state) is not waited for: the waiter's thread then frees the set, shuts NVML down and unloads
 // the library itself once its wait returns, so no shutdown ever overlaps a call.
 #pragma once
@@ -53,9 +54,13 @@ class EventWaiter {
   // Asks the thread to end and waits at most wait_ns. True: it ended (or never ran) and the set is
   // freed; the caller may shut NVML down. False: the thread shuts NVML down when its wait returns.
   bool close(int64_t wait_ns, Calls& calls);
+  // Any thread: the waiter's thread begins no new wait (the one in flight ends within its timeout); close()
+  // still frees the set.
+  void stop() { stopped_->store(true, std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<EventState> st_;
+  const std::shared_ptr<std::atomic<bool>> stopped_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace nvml

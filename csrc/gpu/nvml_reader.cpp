@@ -89,6 +89,7 @@ void Reader::main() {
   } catch (...) {
     fail("GPU reader stopped by an unknown exception");
   }
+  releasing_ = true;  // from here on only calls that give something back, stopped or not
   samples_close(samples_);
   if (lib_.initialized)
     for (Gpu& g : gpus_) gpm_close(lib_, g, *this);  // GPM samples before the XID waiter may shut NVML down
@@ -102,13 +103,22 @@ void Reader::main() {
   published_cv_.notify_all();
 }
 
-// Every NVML call goes through here, so that the other threads can see what is in flight.
+// Every NVML call goes through here, so that the other threads can see what is in flight. Once stop()
+// was called no new call is made but the releases of the teardown in main(): any other answers
+// UNINITIALIZED unasked, so a slow driver is not asked for the rest of a reading, discovery or
+// description (seconds, at a slow call per metric). The check and the in-flight mark are one step
+// under mu_, as stop()'s flag is set: a call it did not see in flight is never begun after it.
 Return Reader::call(const char* what, int dev, Call c) {
-  std::atomic_thread_fence(std::memory_order_release);  // see in_flight(): call_since_ is the sequence
-  call_what_.store(what, std::memory_order_relaxed);
-  call_dev_.store(dev, std::memory_order_relaxed);
-  int64_t since = mono_now_ns();
-  call_since_.store(since, std::memory_order_release);
+  int64_t since;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (quit_.load(std::memory_order_relaxed) && !releasing_) return kErrorUninitialized;
+    std::atomic_thread_fence(std::memory_order_release);  // see in_flight(): call_since_ is the sequence
+    call_what_.store(what, std::memory_order_relaxed);
+    call_dev_.store(dev, std::memory_order_relaxed);
+    since = mono_now_ns();
+    call_since_.store(since, std::memory_order_release);
+  }
   Return r = c.fn(c.ctx);
   int64_t took = mono_now_ns() - since;
   call_since_.store(0, std::memory_order_release);
@@ -391,6 +401,7 @@ void Reader::request(int64_t since) {
 bool Reader::stop(int64_t wait_ns) {
   std::unique_lock<std::mutex> lk(mu_);
   quit_.store(true, std::memory_order_relaxed);
+  events_.stop();  // the XID thread begins no new wait either
   cv_.notify_all();
   if (blocked_ns(mono_now_ns()) > kLateNs) wait_ns = 0;
   return state_cv_.wait_for(lk, std::chrono::nanoseconds(wait_ns), [&] { return done_; });

@@ -10,7 +10,9 @@
 //   2 intervals + kLateNs, and sleeps otherwise; request() asks for one fresh reading and waits at
 //   most kSyncWaitNs for it, not at all while a call is blocked;
 // - stop() waits at most the given time (0 while a call is blocked); the reader calls nvmlShutdown
-//   itself after its last call returned, so shutdown never overlaps a call.
+//   itself after its last call returned, so shutdown never overlaps a call. From stop() on, neither
+//   the reader nor the XID thread begins a new call but the releases (GPM samples, the event set,
+//   nvmlShutdown): the call in flight then is the last that asks the driver anything.
 #pragma once
 #include <atomic>
 #include <climits>
@@ -140,6 +142,7 @@ class Reader final : public Calls {
   std::condition_variable state_cv_;  // phase changes, done
   std::condition_variable published_cv_;  // a reading was published while request() waits
   std::string failure_;
+  bool releasing_ = false;  // the reader thread's teardown: its calls are made even once stopped
   int64_t sync_want_ = kNever, last_start_ = kNever;
   int waiters_ = 0;
   bool done_ = false;

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +131,18 @@ unsigned online_cpus(const Config& cfg) {
     n = s > 0 ? size_t(s) : 1;
   }
   return unsigned(n > 0xFFFFFFu ? 0xFFFFFFu : n);
+}
+
+unsigned affinity_cpus(int64_t pid, unsigned online) {
+  unsigned n = 0;
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(pid_t(pid), sizeof set, &set) == 0) n = unsigned(CPU_COUNT(&set));
+#else
+  (void)pid;
+#endif
+  return n > 0 && n < online ? n : online;
 }
 
 }  // namespace sysprof

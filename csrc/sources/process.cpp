@@ -1,6 +1,5 @@
 // /proc/<pid>/stat of one process (this one by default): RSS, CPU time and threads.
 #include <cstring>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,13 +85,7 @@ class ProcessSource final : public FileSource {
   // once a second: taskset and numactl change it at run time). They bound cpu_percent.
   void refresh_cpus(int64_t mono_ns) {
     next_affinity_ns_ = mono_ns + 1000000000;
-    unsigned n = 0;
-#ifdef __linux__
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(affinity_pid_, sizeof set, &set) == 0) n = unsigned(CPU_COUNT(&set));
-#endif
-    cpus_ = n > 0 && n < online_ ? n : online_;
+    cpus_ = affinity_cpus(affinity_pid_, online_);
   }
 
   bool live_ = false;

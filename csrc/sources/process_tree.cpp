@@ -93,6 +93,9 @@ class ProcessTreeSource final : public Source {
     bool active = false, seen = false, use_clock = false, primed = false;
     clockid_t clock = CLOCK_PROCESS_CPUTIME_ID;
     uint64_t last_cpu_ns = 0;
+    int64_t threads = 0;  // num_threads at the last reading
+    unsigned cpus = 1;  // the CPUs it may run on (cpu_bound())
+    int64_t next_affinity_ns = 0;
     std::string comm;  // from the stat file, at discovery
     ProcFile file;
   };
@@ -101,6 +104,7 @@ class ProcessTreeSource final : public Source {
     SlotState state = SlotState::kFree;
     bool have = false;  // this tick read its member's CPU time
     uint64_t cpu_ns = 0;
+    unsigned cores = 1;  // what its member could run at once: the bound of its cpu_percent
     TrailingRate rate;
   };
 
@@ -273,6 +277,9 @@ class ProcessTreeSource final : public Source {
     m.active = true;
     m.primed = false;
     m.slot = -1;
+    m.threads = 0;
+    m.cpus = cpus_;
+    m.next_affinity_ns = 0;
     m.comm.assign(stat_comm(m.file.data(), m.file.size()));
     m.use_clock = live_ && clock_getcpuclockid(pid_t(pid), &m.clock) == 0;
     smaps_->watch(k, pid, err);  // one errors entry: another user's process, or Linux < 4.14
@@ -299,6 +306,20 @@ class ProcessTreeSource final : public Source {
     if (m.slot >= 0) slots_[size_t(m.slot)].state = SlotState::kVacated;
     m.slot = -1;
     log_.end(m.pid);
+  }
+
+  // What a member could run at once, the bound of its cpu_percent: its threads (the more of this reading
+  // and the last: one may have ended within the window), at most the CPUs it may run on: the online ones,
+  // or on the live /proc its affinity where fewer, re-read once a second as the process source does. CPU
+  // time is added in scheduler-tick steps, and each member's clock is read at its own moment in the tick,
+  // so a short window can otherwise see a single-threaded member above 100 %.
+  unsigned cpu_bound(Member& m, int64_t threads, int64_t mono_ns) {
+    if (live_ && mono_ns >= m.next_affinity_ns) {
+      m.next_affinity_ns = mono_ns + 1000000000;
+      m.cpus = affinity_cpus(m.pid, cpus_);
+    }
+    int64_t t = std::max(threads, m.threads);
+    return t > 0 && uint64_t(t) < m.cpus ? unsigned(t) : m.cpus;
   }
 
   // One read of every member. out == nullptr only advances the baselines.
@@ -352,7 +373,9 @@ class ProcessTreeSource final : public Source {
         Slot& sl = slots_[size_t(m.slot)];
         sl.have = true;
         sl.cpu_ns = cpu_ns;
+        sl.cores = cpu_bound(m, s.num_threads, mono_ns);
       }
+      m.threads = s.num_threads;
       if (slot) {
         slot[1] = s.rss < 0 ? kNaN : double(s.rss) * page_bytes_;
         slot[2] = m_pss;
@@ -367,7 +390,7 @@ class ProcessTreeSource final : public Source {
     for (size_t k = 0; k < nslots_; ++k) {
       Slot& sl = slots_[k];
       double r = sl.have ? sl.rate.update(now, sl.cpu_ns) : kNaN;
-      if (out && sl.have) out[kNumTotals + k * kSlotWidth + 4] = cap_core_percent(r / 1e7, cpus_);
+      if (out && sl.have) out[kNumTotals + k * kSlotWidth + 4] = cap_core_percent(r / 1e7, sl.cores);
     }
     if (!out) return true;
     smaps_->touch(mono_ns);
@@ -398,7 +421,7 @@ class ProcessTreeSource final : public Source {
   MemberLog log_;
   int64_t next_discover_ns_ = 0;
   uint64_t cpu_acc_ns_ = 0;  // sum of the members' CPU-time deltas: monotonic
-  unsigned cpus_ = 1;        // online CPUs: members may each have their own affinity
+  unsigned cpus_ = 1;        // online CPUs: the totals' bound (a member's: cpu_bound())
   TrailingRate cpu_;
   // discovery state and scratch (allocates only on discovery ticks)
   std::vector<int64_t> found_;                      // root and descendants found so far, breadth first

@@ -75,6 +75,9 @@ inline int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
 // <proc_root>/stat, else sysconf(_SC_NPROCESSORS_ONLN); at least 1. Read once per call (at open),
 // never per tick. The bound of every percent-of-one-core channel is 100 x a count of this kind.
 unsigned online_cpus(const Config& cfg);
+// The CPUs process `pid` may run on: its affinity (sched_getaffinity) where fewer than `online`, else
+// `online`. A syscall: re-read about once a second, never every tick.
+unsigned affinity_cpus(int64_t pid, unsigned online);
 
 // How many fork()s separate this process from the one that loaded the extension (pthread_atfork):
 // an object made in an earlier generation was inherited, and the threads it owned are not here.

@@ -56,7 +56,8 @@
  *
  * Introspection for the tests (ctypes): fake_nvml_calls(name, device) counts calls of a function
  * ("field:<id>" counts requests of a field id; device -1: nvmlInit_v2, nvmlInitWithFlags,
- * nvmlShutdown), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (the last nvmlShutdown while another
+ * nvmlShutdown), fake_nvml_all_calls() counts the calls of every function (each at its entry, before
+ * any hang), fake_nvml_refcount(), fake_nvml_unsafe_shutdowns() (the last nvmlShutdown while another
  * call was in flight), fake_nvml_uninitialized_calls() (device calls after the last nvmlShutdown),
  * fake_nvml_hanging() (calls blocked in a hang now) and fake_nvml_hang_begin_ns() / _end_ns()
  * (CLOCK_REALTIME of the latest hang's start and end; -1 before there is one).
@@ -147,7 +148,9 @@ static long device_calls[MAX_DEVICES];
 #define MAX_COUNTERS 128
 static struct { char name[48]; int device; long count; } counters[MAX_COUNTERS];
 static int ncounters;
+static long all_calls;
 static long bump(const char *name, int device) {
+  if (strncmp(name, "field:", 6) != 0) __atomic_add_fetch(&all_calls, 1, __ATOMIC_SEQ_CST);
   for (int i = 0; i < __atomic_load_n(&ncounters, __ATOMIC_ACQUIRE); ++i)
     if (counters[i].device == device && strcmp(counters[i].name, name) == 0)
       return __atomic_add_fetch(&counters[i].count, 1, __ATOMIC_SEQ_CST);
@@ -173,6 +176,7 @@ EXPORT long fake_nvml_calls(const char *name, int device) {
       return __atomic_load_n(&counters[i].count, __ATOMIC_SEQ_CST);
   return 0;
 }
+EXPORT long fake_nvml_all_calls(void) { return __atomic_load_n(&all_calls, __ATOMIC_SEQ_CST); }
 EXPORT int fake_nvml_refcount(void) { return __atomic_load_n(&refcount, __ATOMIC_SEQ_CST); }
 EXPORT int fake_nvml_unsafe_shutdowns(void) { return __atomic_load_n(&unsafe_shutdowns, __ATOMIC_SEQ_CST); }
 EXPORT int fake_nvml_uninitialized_calls(void) { return __atomic_load_n(&uninitialized_calls, __ATOMIC_SEQ_CST); }

@@ -66,9 +66,18 @@ class Fake:
         self.lib = ctypes.CDLL(path)  # same instance as the sampler's dlopen of this path
         self.lib.fake_nvml_calls.argtypes = [ctypes.c_char_p, ctypes.c_int]
         self.lib.fake_nvml_calls.restype = ctypes.c_long
+        self.lib.fake_nvml_all_calls.restype = ctypes.c_long
 
     def calls(self, name: str, device: int = -1) -> int:
         return self.lib.fake_nvml_calls(name.encode(), device)
+
+    def all_calls(self) -> int:
+        """Calls of every function so far, each counted as it begins (a call blocked now included)."""
+        return self.lib.fake_nvml_all_calls()
+
+    def releases(self) -> int:
+        """Calls that give something back: nvmlGpmSampleFree, nvmlEventSetFree, nvmlShutdown."""
+        return self.calls("nvmlGpmSampleFree") + self.calls("nvmlEventSetFree") + self.calls("nvmlShutdown")
 
     def refcount(self) -> int:
         return self.lib.fake_nvml_refcount()
