@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import re
+import socket
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -192,6 +194,117 @@ def test_loopback_unless_an_address_is_given(endpoint):
 def test_bad_window_and_missing_client(monkeypatch):
     with pytest.raises(ValueError, match="window"):
         PrometheusEndpoint(FakeSampler(CHANNELS), listen="127.0.0.1:0", window=0)
+    for bad in (0, 10001, 2.0, True):
+        with pytest.raises(ValueError, match="max_connections"):
+            PrometheusEndpoint(FakeSampler(CHANNELS), listen="127.0.0.1:0", max_connections=bad)
+    for bad in (0, -1.0, float("nan"), "5"):
+        with pytest.raises(ValueError, match="header_timeout"):
+            PrometheusEndpoint(FakeSampler(CHANNELS), listen="127.0.0.1:0", header_timeout=bad)
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImportError, match=r"sysprof\[prometheus\]"):
         PrometheusEndpoint(FakeSampler(CHANNELS), listen="127.0.0.1:0")
+
+
+# ------------------------------------------------------------------ hostile clients
+
+PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # a request whose head never ends
+
+
+class CountingCollector:
+    """Registered beside the endpoint's collector: counts the collections (scrapes) the server makes."""
+
+    def __init__(self):
+        self.n = 0
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        self.n += 1
+        return iter(())
+
+
+def counted(ep):
+    c = CountingCollector()
+    ep.registry.register(c)
+    return c
+
+
+def half_open(ep, n):
+    """n connections that sent PARTIAL (a connection the server closed at once is fine too)."""
+    out = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", ep.port), timeout=30)
+        try:
+            s.sendall(PARTIAL)
+        except OSError:
+            pass
+        out.append(s)
+    return out
+
+
+def closed_by_server(s, trickle: bool, rounds: int = 600) -> bool:
+    """True once the server has closed ``s`` (EOF or reset), sending it one header byte per round when
+    ``trickle`` (a slowloris); gives up after ``rounds`` rounds of at most 0.1 s."""
+    s.settimeout(0.1)
+    for _ in range(rounds):
+        try:
+            if trickle:
+                s.sendall(b"X")
+            if s.recv(4096) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_half_open_connections_hold_no_thread_and_a_scrape_gets_through(endpoint):
+    ep = endpoint(FakeSampler(CHANNELS), {"t": T0})
+    collections, threads = counted(ep), threading.active_count()
+    held = half_open(ep, 100)  # more than the 64 connections the server keeps
+    try:
+        status, text = scrape(ep.url)  # connected after all of them: the server has taken each one
+        assert status == 200 and "sysprof_window_seconds" in parsed(text)
+        assert threading.active_count() <= threads + 1  # was one thread per connection: +100
+        assert collections.n == 1
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_closing_half_open_connections_collects_nothing(endpoint):
+    ep = endpoint(FakeSampler(CHANNELS), {"t": T0})
+    collections = counted(ep)
+    for s in half_open(ep, 50):
+        s.close()  # was: each unfinished head read to its end and served, a collection apiece
+    for _ in range(2):
+        assert scrape(ep.url)[0] == 200
+    assert collections.n == 2
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["silent", "one-byte-at-a-time"])
+def test_a_slow_head_is_cut_off_unanswered(endpoint, trickle):
+    ep = endpoint(FakeSampler(CHANNELS), {"t": T0}, header_timeout=0.5)
+    collections = counted(ep)
+    (s,) = half_open(ep, 1)
+    try:
+        assert closed_by_server(s, trickle)
+    finally:
+        s.close()
+    assert collections.n == 0
+    assert scrape(ep.url)[0] == 200 and collections.n == 1
+
+
+def test_an_oversized_head_gets_431_and_head_answers_without_a_body(endpoint):
+    ep = endpoint(FakeSampler(CHANNELS), {"t": T0})
+    collections = counted(ep)
+    req = urllib.request.Request(ep.url, headers={"X-Big": "a" * 100_000})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 431 and collections.n == 0
+    with urllib.request.urlopen(urllib.request.Request(ep.url, method="HEAD"), timeout=30) as r:
+        assert r.status == 200 and r.read() == b"" and int(r.headers["Content-Length"]) > 0
+        assert r.headers["Content-Type"].startswith("text/plain")
+    assert collections.n == 1
