@@ -297,6 +297,54 @@ def test_a_slow_head_is_cut_off_unanswered(endpoint, trickle):
     assert scrape(ep.url)[0] == 200 and collections.n == 1
 
 
+def test_at_the_cap_with_every_connection_being_answered_a_new_one_gets_503(endpoint):
+    ep = endpoint(FakeSampler(CHANNELS), {"t": T0}, max_connections=2)
+    collections = counted(ep)
+    big = {"on": True}
+
+    class Big:  # an answer of 8 MB, more than loopback's buffers hold for a client that reads nothing
+        def describe(self):
+            return []
+
+        def collect(self):
+            if big["on"]:
+                from prometheus_client.core import GaugeMetricFamily
+
+                g = GaugeMetricFamily("test_big", "a large answer", labels=["x"])
+                g.add_metric(["a" * 8_000_000], 1.0)
+                yield g
+
+    ep.registry.register(Big())
+    stalled = []
+    try:
+        for k in (1, 2):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(30)
+            s.connect(("127.0.0.1", ep.port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            stalled.append(s)
+            for _ in range(600):  # at most 60 s: the server has collected its answer
+                if collections.n >= k:
+                    break
+                threading.Event().wait(0.1)
+            assert collections.n == k
+        with socket.create_connection(("127.0.0.1", ep.port), timeout=30) as s:
+            assert s.recv(64).startswith(b"HTTP/1.1 503 ")
+        assert collections.n == 2
+    finally:
+        for s in stalled:
+            s.close()
+    big["on"] = False
+    for _ in range(100):  # at most 100 tries: the server may see the two go after it takes the next connection
+        try:
+            if scrape(ep.url)[0] == 200:
+                break
+        except OSError:  # refused: its 503 may come as a reset
+            pass
+    assert collections.n == 3
+
+
 def test_an_oversized_head_gets_431_and_head_answers_without_a_body(endpoint):
     ep = endpoint(FakeSampler(CHANNELS), {"t": T0})
     collections = counted(ep)

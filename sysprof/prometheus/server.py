@@ -135,18 +135,19 @@ class HTTPServer:
         now = time.monotonic()
         wait = min([POLL_S] + [c.deadline - now for c in self._conns.values()])
         complete: List[Tuple[_Conn, bytes]] = []
+        accept = False
         for key, _ in self._sel.select(max(wait, 0.0)):
             conn = key.data
             if key.fileobj is self._listener:
-                self._accept()
-            elif self._conns.get(conn.sock) is not conn:
-                continue  # closed earlier in this round
+                accept = True
             elif conn.state == _SEND:
                 self._send(conn)
             else:
                 self._read(conn, complete)
         if complete:
             self._answer(complete)
+        if accept:  # after the others: what they closed makes room
+            self._accept()
         now = time.monotonic()
         for conn in [c for c in self._conns.values() if c.deadline <= now]:
             self._close(conn)  # a head not complete in time, an answer not taken, a linger over: no answer
