@@ -30,7 +30,7 @@ from typing import List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 500
-SCRAPES = 5
+SCRAPES = 20
 PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # no blank line: the head never ends
 
 SERVER = r"""

@@ -2,7 +2,8 @@
 only a complete request head reaches the app (a WSGI app that reads no body: the endpoint's).
 
 * At most ``max_connections`` are open. A new one closes the oldest of those still sending their head (or
-  lingering after their answer); when every one is being answered, the new one gets 503.
+  lingering after their answer), though not one taken in the same round, which has yet to be read (the new one
+  waits in the backlog for a round); when every one is being answered, the new one gets 503.
 * A head (request line and headers) must arrive whole within ``header_timeout`` seconds of the connect, however
   slowly it trickles in. A connection that ends or runs out of time before its head is complete is closed
   unanswered: the app never runs for it.
@@ -153,7 +154,11 @@ class HTTPServer:
             self._close(conn)  # a head not complete in time, an answer not taken, a linger over: no answer
 
     def _accept(self) -> None:
-        for _ in range(self._cap):  # the rest wait in the backlog for the next round
+        old = [c for c in self._conns.values() if c.state != _SEND]  # may be closed for a new one, oldest first
+        for _ in range(self._cap):
+            full = len(self._conns) >= self._cap
+            if full and not old and any(c.state != _SEND for c in self._conns.values()):
+                return  # full of connections taken just now, not yet read: the rest wait a round in the backlog
             try:
                 sock, _ = self._listener.accept()
             except BlockingIOError:
@@ -163,24 +168,18 @@ class HTTPServer:
                 self._stop.wait(POLL_S / 4)
                 return
             sock.setblocking(False)
-            if len(self._conns) >= self._cap and not self._evict():
+            if full and not old:  # every one is being answered
                 try:
                     sock.send(_error("503 Service Unavailable"))
                 except OSError:
                     pass
                 sock.close()
                 continue
+            if full:
+                self._close(old.pop(0))
             conn = _Conn(sock, time.monotonic() + self._header_timeout)
             self._conns[sock] = conn
             self._sel.register(sock, selectors.EVENT_READ, conn)
-
-    def _evict(self) -> bool:
-        """Closes the oldest connection not being answered; False when there is none."""
-        for conn in self._conns.values():
-            if conn.state != _SEND:
-                self._close(conn)
-                return True
-        return False
 
     def _read(self, conn: _Conn, complete: List[Tuple[_Conn, bytes]]) -> None:
         try:  # a head is kept to MAX_HEAD_BYTES + 1 bytes; after the answer, what still comes is dropped
