@@ -3,7 +3,9 @@
 ``PrometheusEndpoint(sampler)`` serves a running :class:`sysprof.Sampler`; :func:`serve` makes the sampler too. The
 address is loopback (``127.0.0.1:9464``) unless one is given: ``listen="0.0.0.0:9464"`` (every interface),
 ``"[::1]:9464"``, ``"9464"`` or ``":9464"`` (loopback, that port), port 0 (a free port: ``.port`` says which).
-Every other path answers 404, a method other than GET and HEAD 405. Needs prometheus_client
+Every other path answers 404, a method other than GET and HEAD 405. One thread serves every connection
+(:mod:`sysprof.prometheus.server`): at most ``max_connections`` are open, a request's head must arrive within
+``header_timeout`` seconds, and only a complete request is answered (collected). Needs prometheus_client
 (``pip install 'sysprof[prometheus]'``).
 """
 from __future__ import annotations
@@ -11,16 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import threading
 import time
-from socketserver import ThreadingMixIn
 from typing import Any, Callable, Optional, Tuple
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import numpy as np
 
 from .names import families
+from .server import HEADER_TIMEOUT_S, MAX_CONNECTIONS, HTTPServer
 from .window import DEFAULT_SLOTS, DEFAULT_WINDOW_S, Window
 
 __all__ = ["DEFAULT_LISTEN", "PrometheusEndpoint", "parse_listen", "require_prometheus_client", "serve"]
@@ -52,16 +52,6 @@ def parse_listen(listen: Any) -> Tuple[str, int]:
     return host, port
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - http.server's signature
-        pass
-
-
 def _only_metrics(app: Callable) -> Callable:
     def guarded(environ, start_response):
         if environ.get("PATH_INFO") != "/metrics":
@@ -71,7 +61,7 @@ def _only_metrics(app: Callable) -> Callable:
             start_response("405 Method Not Allowed", [("Content-Type", "text/plain; charset=utf-8"),
                                                       ("Allow", "GET, HEAD")])
             return [b"GET /metrics\n"]
-        return app(environ, start_response)
+        return app(dict(environ, REQUEST_METHOD="GET"), start_response)  # HEAD: the server sends no body
     return guarded
 
 
@@ -87,14 +77,19 @@ class PrometheusEndpoint:
         drain: True: the endpoint drains the sampler (every 0.5 s and at each scrape); False: whoever drains it
             passes each batch to :meth:`feed` (``SystemProfiler`` does).
         own_sampler: :meth:`stop` also stops the sampler (:func:`serve`'s).
+        max_connections: connections open at once (1-10000); a new one closes the oldest still sending its
+            request.
+        header_timeout: seconds a request's line and headers may take in all (> 0); the connection is then closed.
 
     Raises:
-        ImportError: prometheus_client is missing. ValueError: a bad ``listen``, ``window`` or ``slots``.
+        ImportError: prometheus_client is missing. ValueError: a bad ``listen``, ``window``, ``slots``,
+            ``max_connections`` or ``header_timeout``.
         OSError: the address cannot be bound (in use, not this host's).
     """
 
     def __init__(self, sampler: Any, *, listen: Any = DEFAULT_LISTEN, window: float = DEFAULT_WINDOW_S,
                  slots: int = DEFAULT_SLOTS, drain: bool = True, own_sampler: bool = False,
+                 max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT_S,
                  clock: Callable[[], int] = time.time_ns) -> None:
         require_prometheus_client()
         from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -106,6 +101,12 @@ class PrometheusEndpoint:
             raise ValueError(f"window must be a number of seconds in (0, 86400], got {window!r}")
         if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= 3600:
             raise ValueError(f"slots must be a whole number in [1, 3600], got {slots!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or \
+                not 1 <= max_connections <= 10000:
+            raise ValueError(f"max_connections must be a whole number in [1, 10000], got {max_connections!r}")
+        if isinstance(header_timeout, bool) or not isinstance(header_timeout, (int, float)) or \
+                not 0 < header_timeout <= 3600:
+            raise ValueError(f"header_timeout must be a number of seconds in (0, 3600], got {header_timeout!r}")
         self.sampler, self.drains, self._own = sampler, bool(drain), bool(own_sampler)
         self.families = families(tuple(sampler.channels), getattr(sampler, "devices", ()))
         self._divisor = np.ones(len(sampler.channels))
@@ -123,14 +124,12 @@ class PrometheusEndpoint:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(SysprofCollector(self, self.families, self.window, getattr(sampler, "interval", None)))
         self.registry = registry
-        server_class = _Server
-        if ":" in host:
-            server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-        self._server = make_server(host, port, _only_metrics(make_wsgi_app(registry)), server_class, _QuietHandler)
+        self._server = HTTPServer(host, port, _only_metrics(make_wsgi_app(registry)),
+                                  max_connections=max_connections, header_timeout=header_timeout)
         self.host, self.port = host, int(self._server.server_address[1])
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                          name="sysprof-prometheus", daemon=True)]
+        self._threads = [threading.Thread(target=self._server.serve_forever, name="sysprof-prometheus",
+                                          daemon=True)]
         if self.drains:
             self._threads.append(threading.Thread(target=self._fold_loop, name="sysprof-prometheus-fold",
                                                   daemon=True))
@@ -180,7 +179,6 @@ class PrometheusEndpoint:
             return
         self._stop.set()
         self._server.shutdown()
-        self._server.server_close()
         for t in self._threads:
             t.join()
         if self._own:
