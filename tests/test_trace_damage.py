@@ -169,7 +169,8 @@ def bomb(path, head=b"[\n", tail=b"\n]\n"):
 
 def test_a_whitespace_bomb_is_refused_after_a_bounded_read(tmp_path, counted):
     path = bomb(tmp_path / "bomb.json.gz")
-    with pytest.raises(ValueError, match="not a Chrome trace: no event read .reading stopped at byte 1,048,576 "):
+    with pytest.raises(ValueError, match="not a Chrome trace: no event read .reading stopped: no event in the 1 "
+                                         "MiB of text after byte 0; the rest is not read.$"):
         load_events(path)
     assert len(counted) == 1 and counted[0].bytes <= MAX_GAP + 2 * chrome._TEXT_CHUNK < BOMB
 
@@ -187,8 +188,8 @@ def test_reading_stops_inside_a_bomb_after_events(tmp_path, counted):
     path = bomb(tmp_path / "t.json.gz", head=b"[\n" + first + b",\n", tail=b"\n" + json.dumps(counter(2)).encode())
     events, said = read_quiet(path)
     assert events == [counter(1)]
-    assert said == [f"{path}: reading stopped at byte {len(first) + 2 + MAX_GAP:,} of its text: over 1 MiB without "
-                    f"an event; the rest is not read"]
+    assert said == [f"{path}: reading stopped: no event in the 1 MiB of text after byte {len(first) + 2:,}; the "
+                    f"rest is not read"]
     assert counted[0].bytes <= len(first) + MAX_GAP + 2 * chrome._TEXT_CHUNK
     proc = run_cli("report", path)
     assert proc.returncode == 0, proc.stderr
@@ -260,3 +261,14 @@ def test_a_corrupt_gzip_member_ends_the_text_with_what_it_decoded(tmp_path):
     path.write_bytes(first + b"\x1f\x8b\x09\x00garbage, not deflate" + b"[" * 200_000)
     events, said = read_quiet(path)
     assert events == [counter(i) for i in range(3000)] and said == []
+
+
+def test_an_endless_string_is_damage_after_a_bounded_read(tmp_path, counted, monkeypatch):
+    monkeypatch.setattr(chrome, "MAX_EVENT", 1 << 20)  # 16 MiB by default: the same bound, cheaper to show
+    first = json.dumps(counter(1)).encode()
+    path = bomb(tmp_path / "t.json.gz", head=b"[\n" + first + b',\n{"name": "', tail=b'"}]')
+    events, said = read_quiet(path)
+    assert events == [counter(1)]
+    assert said == [f"{path}: 1 damaged event skipped", f"{path}: reading stopped: no event in the 1 MiB of text "
+                    f"after byte {len(first) + 2:,}; the rest is not read"]
+    assert counted[0].bytes <= 2 * chrome.MAX_EVENT + 2 * chrome._TEXT_CHUNK < BOMB

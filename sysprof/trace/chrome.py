@@ -402,8 +402,8 @@ class _Events:
 
     def _gap_check(self) -> None:
         if self._base + len(self._buf) - self._gap_start > MAX_GAP:
-            self.stopped = (f"reading stopped at byte {self._gap_start + MAX_GAP:,} of its text: over "
-                            f"{MAX_GAP >> 20} MiB without an event; the rest is not read")
+            self.stopped = (f"reading stopped: no event in the {MAX_GAP >> 20} MiB of text after byte "
+                            f"{self._gap_start:,}; the rest is not read")
             raise _Stop
 
     def _skip(self, pattern) -> str:
