@@ -272,3 +272,11 @@ def test_an_endless_string_is_damage_after_a_bounded_read(tmp_path, counted, mon
     assert said == [f"{path}: 1 damaged event skipped", f"{path}: reading stopped: no event in the 1 MiB of text "
                     f"after byte {len(first) + 2:,}; the rest is not read"]
     assert counted[0].bytes <= 2 * chrome.MAX_EVENT + 2 * chrome._TEXT_CHUNK < BOMB
+
+
+@pytest.mark.parametrize("text", ['{"schemaVersion": 1, "deviceProperties": [{"name": "x', '{"traceEvents": 5}',
+                                  '{"a": 1}', '{"a": \0, "traceEvents": []}'])
+def test_an_object_without_its_trace_events_is_no_trace(tmp_path, text):
+    path = write(tmp_path / "t.json", text)
+    with pytest.raises(ValueError, match="'traceEvents'"):
+        read_trace(path)

@@ -552,31 +552,41 @@ class _Events:
 
     def _object(self):
         """The JSON Object Format: the events of the ``traceEvents`` list (other members are passed over)."""
+        try:
+            found = self._to_trace_events()
+        except _Stop:
+            if self.stopped:
+                raise
+            found = False  # cut short before it
+        if not found:
+            raise ValueError("trace JSON object has no 'traceEvents' list")
+        yield from self._array()
+
+    def _to_trace_events(self) -> bool:
+        """Move past the members before ``traceEvents`` into its list; False where the object has none."""
         while True:
             c = self._skip(_SEP)
             if c == "}" or c == "":
-                break
+                return False
             got = self._value()
             if got is None or not isinstance(got[0], str):
-                break
+                return False
             key = got[0]
             self._pos = got[2]
             if self._skip(_SPACE) != ":":
-                break
+                return False
             self._pos += 1
             c = self._skip(_SPACE)
             if key == "traceEvents":
                 if c != "[":
                     raise ValueError("trace JSON object's 'traceEvents' is not a list")
                 self._pos += 1
-                yield from self._array()
-                return
+                return True
             got = self._value()
             if got is None:
-                break
+                return False
             self._pos = got[2]
             self._gap_start = self._base + self._pos
-        raise ValueError("trace JSON object has no 'traceEvents' list")
 
     def warn(self, path: PathLike) -> None:
         """Say what was skipped (a :class:`TraceDamageWarning` each): damaged events, reading stopped early."""
