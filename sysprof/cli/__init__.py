@@ -39,9 +39,11 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from ..report import ReportError
-from .common import PROG, CLIError, parse_time  # noqa: F401
+from ..trace.chrome import TraceDamageWarning
+from .common import PROG, CLIError, _warn, parse_time  # noqa: F401
 from .parser import build_parser
 from .sources import _sources_from_args  # noqa: F401
 from .record import _default_capacity, cmd_record  # noqa: F401
@@ -51,6 +53,17 @@ from .commands import cmd_bench, cmd_repair, cmd_report  # noqa: F401
 from .export import cmd_export  # noqa: F401
 
 __all__ = ["main", "build_parser", "parse_time", "CLIError", "gather_info"]
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` of the command line: a trace reader's warning as ``sysprof: warning: ...``."""
+    if issubclass(category, TraceDamageWarning):
+        _warn(str(message))
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_SHOW_WARNING = warnings.showwarning
 
 
 def main(argv=None) -> int:
@@ -66,7 +79,10 @@ def main(argv=None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             return 2
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():  # a damaged trace's warnings as one line each
+            warnings.simplefilter("always", TraceDamageWarning)
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except (CLIError, ReportError) as e:
         print(f"{PROG}: {e}", file=sys.stderr, flush=True)
         return getattr(e, "status", 1)

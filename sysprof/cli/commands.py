@@ -117,14 +117,23 @@ def cmd_repair(args) -> int:
     if _perfetto_repair(args.trace):
         return 0
     try:
-        n = repair_trace(args.trace)
+        done = repair_trace(args.trace)
     except TraceBusyError as e:
         who = f"pid {e.pid}" if e.pid else "another process"
         raise CLIError(f"cannot repair {args.trace}: it is locked by {who}, a recorder still writing it; "
                        f"repair it once that ends") from None
+    except FileExistsError as e:
+        raise CLIError(f"cannot repair {args.trace}: {e.strerror}") from None
     except (OSError, ValueError, EOFError) as e:
         raise CLIError(f"cannot repair {args.trace}: {e}") from None
-    print(f"{PROG}: {args.trace}: {n:,} events kept; the trace is closed")
+    if done.replaced:
+        print(f"{PROG}: {args.trace}: {done:,} events kept; the trace is closed")
+        return 0
+    lost = [f"{done.dropped:,} damaged event{'' if done.dropped == 1 else 's'} dropped"] if done.dropped else []
+    if done.stopped:
+        lost.append(done.stopped)
+    print(f"{PROG}: {args.trace}: {done:,} events kept, {'; '.join(lost)}; wrote {done.output} "
+          f"(the trace itself is left as it was)")
     return 0
 
 

@@ -46,6 +46,20 @@ class Instant(tuple):
     args = property(lambda self: self[4])
 
 
+_NUMBER = (int, float)
+#: the types report relies on in sysprof's own metadata: a key with another type is left out (unknown)
+_START_TYPES = {"channels": list, "errors": dict, "interval_s": _NUMBER, "cpu_count": int}
+_STOP_TYPES = {"stats": dict}
+_STATS_TYPES = {k: _NUMBER for k in ("taken", "dropped", "missed_deadlines", "sample_ns_mean", "sample_ns_p99")}
+
+
+def _checked(args, types: dict) -> dict:
+    """``args`` (empty unless a dict) without the keys of ``types`` whose values have other types."""
+    if not isinstance(args, dict):
+        return {}
+    return {k: v for k, v in args.items() if k not in types or isinstance(v, types[k])}
+
+
 class ReportError(ValueError):
     """A trace that cannot be reported on or plotted, with a one-line reason."""
 
@@ -103,10 +117,10 @@ class TraceData:
                 if isinstance(units, dict):
                     self.units.update((str(ch), u) for ch, u in units.items() if isinstance(u, str))
             elif ph in ("i", "I") and name == START_EVENT:
-                self.meta = ev.get("args") or {}
+                self.meta = _checked(ev.get("args"), _START_TYPES)
                 self.start_ts = ts
             elif ph in ("i", "I") and name == STOP_EVENT:
-                self.stop = ev.get("args") or {}
+                self.stop = _checked(ev.get("args"), _STOP_TYPES)
                 self.stop_ts = ts
             elif not isinstance(ts, (int, float)):
                 continue
@@ -138,7 +152,7 @@ class TraceData:
             for key in dict.fromkeys(k for a in argss for k in a):  # every key of the counter, in order
                 vals = [a.get(key) for a in argss]
                 raw[join_channel(str(name), str(key))] = (tss, [nan if v is None else v for v in vals])
-        order = list(self.meta.get("channels") or [])
+        order = [c for c in self.meta.get("channels") or [] if isinstance(c, str)]
         known = set(order)
         order += [c for c in raw if c not in known]
         self.series = {}
@@ -166,8 +180,8 @@ class TraceData:
 
     def stats(self) -> dict:
         if self.stop is not None and self.stop.get("stats"):
-            return dict(self.stop["stats"])
-        return dict(self.last_counter_stats or {})
+            return _checked(self.stop["stats"], _STATS_TYPES)
+        return _checked(self.last_counter_stats, _STATS_TYPES)
 
     def timestamps(self):
         import numpy as np

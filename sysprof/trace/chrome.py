@@ -5,6 +5,11 @@ newline ``]`` newline. A ``.gz`` suffix (any case: ``.json.GZ`` too) means gzip 
 be missing, so a file cut short by a crash is still a trace: :func:`read_trace` accepts it (dropping a partial last
 event) and :func:`repair_trace` rewrites it as strict JSON.
 
+Reading is streamed (:class:`_Events`), gzip inflated incrementally: memory holds the events read and one event's
+text, time follows the text up to ``MAX_GAP`` characters past the last event. Damage (a NUL byte, a broken or
+wrongly typed event, nesting past the recursion limit) loses only its event, counted in a
+:class:`TraceDamageWarning`; :func:`repair_trace` never replaces a trace with less than its complete events.
+
 A recorder that streams a trace holds an advisory ``flock`` write lock on it (:func:`lock_trace`); :func:`repair_trace`
 takes the same lock, so it refuses a trace that is still being written. The kernel drops the lock when the holder's
 descriptor closes, however the holder ends (SIGKILL included).
@@ -17,6 +22,7 @@ finiteness rule of every sysprof writer: a reader takes a missing key as unknown
 
 from __future__ import annotations
 
+import codecs
 import errno
 import fcntl
 import gzip
@@ -25,20 +31,21 @@ import json
 import math
 import os
 import pathlib
+import re
 import stat
 import tempfile
+import warnings
 import zlib
 from typing import Any, Iterable, Union
 
 from sysprof import forks
 
 __all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path",
-           "lock_trace", "TraceBusyError"]
+           "lock_trace", "TraceBusyError", "TraceDamageWarning", "RepairResult", "repaired_name"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))  # compact: ~12 B less per event
-_DECODER = json.JSONDecoder()
 _INF = float("inf")
 
 
@@ -256,79 +263,391 @@ def _open_trace(path: PathLike):
         raise
 
 
-def _read_text(path: PathLike) -> str:
-    """Whole text of ``path``, decompressing ``.gz``; a truncated gzip stream yields the data decoded so far."""
-    with _open_trace(path) as f:
-        return _decode(f.read(), is_gzip_path(path))
+# ---------------------------------------------------------------------- reading
+#: Bounds of the JSON reader (a trace's useful content decides its cost, not its size): past ``MAX_GAP``
+#: characters of text without an event (white space, commas, damage skipped) reading stops; an event (or a
+#: top-level value of the object format) longer than ``MAX_EVENT`` characters is damage.
+MAX_GAP = 1 << 20
+MAX_EVENT = 16 << 20
+_RAW_CHUNK = 1 << 16  # bytes read from the file at a time
+_TEXT_CHUNK = 1 << 18  # characters of text decoded (inflated) at a time
+_BATCH_MIN = 1 << 12  # lines of at least this many characters are decoded together
+_SEP = re.compile(r"[ \t\r\n,]*")
+_SPACE = re.compile(r"[ \t\r\n]*")
+# where an event may start after damage: an object opening a line, or following "}," (a one-line array)
+_RESYNC = re.compile(r"(?:\n[ \t\r]*|\}[ \t\r\n]*,[ \t\r\n]*)(?=\{)")
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # an invalid UTF-8 byte, as "surrogateescape" decodes it
+_NUMBER = (int, float, type(None))  # null: unknown
+_ID = (int, str, type(None))
 
 
-def _decode(data: bytes, gz: bool) -> str:
-    """Text of a trace file's bytes (UTF-8); ``gz``: decompress, keeping what a truncated stream decodes to."""
-    if not gz:
-        return data.decode("utf-8")
-    chunks = []
-    while data:  # one gzip member per iteration; stop at a truncated or corrupt one, keeping its decoded part
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunks.append(d.decompress(data))
-        except zlib.error:
-            break
-        if not d.eof:
-            break
-        data = d.unused_data
-    return b"".join(chunks).decode("utf-8", errors="replace")
+class TraceDamageWarning(UserWarning):
+    """A Chrome JSON trace held damage that its reader skipped (events dropped, or reading stopped early)."""
 
 
-def _parse_events(text: str) -> list:
-    """Parse trace text into a list of event dicts, tolerating a truncated array.
-
-    Accepts a JSON array of events (possibly missing its ``]``, with a partial last event dropped), or a JSON
-    object with a ``traceEvents`` list (the Chrome "JSON Object Format", e.g. torch's traces).
-
-    Raises:
-        ValueError: the text is neither of these.
-    """
+def _int_or_float(text: str):
+    """``int`` of a JSON integer, or ``float`` where it has too many digits for ``int`` (inf beyond a float)."""
     try:
-        data = json.loads(text)
+        return int(text)
     except ValueError:
-        data = None
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict):
-        events = data.get("traceEvents")
-        if not isinstance(events, list):
-            raise ValueError("trace JSON object has no 'traceEvents' list")
-        return events
-    # Truncated array: decode event by event until the text runs out or stops parsing.
-    pos = len(text) - len(text.lstrip())
-    if not text.startswith("[", pos):
-        raise ValueError("not a Chrome trace: expected a JSON array or object")
-    pos += 1
-    events = []
-    n = len(text)
-    while pos < n:
-        while pos < n and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= n or text[pos] == "]":
-            break
+        return float(text)
+
+
+_BIG_DECODER = json.JSONDecoder(parse_int=_int_or_float)
+
+
+class _Text:
+    """The text of a trace file, chunk by chunk: gzip is inflated incrementally (its members in turn; a truncated
+    or corrupt member ends the text with what it decoded), UTF-8 is decoded with ``surrogateescape`` (an invalid
+    byte makes its event damaged, not the whole file)."""
+
+    def __init__(self, f, gz: bool) -> None:
+        self._f = f
+        self._gz = gz
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None  # None once the stream ended
+        self._raw = b""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self.eof = False
+        self.bytes = 0  # bytes of (inflated) text produced so far
+        self.bad_bytes = False  # whether an invalid UTF-8 byte was seen
+
+    def _bytes(self, n: int) -> bytes:
+        if not self._gz:
+            return self._f.read(n)
+        while self._inflate is not None:
+            if not self._raw:
+                self._raw = self._f.read(_RAW_CHUNK)
+                if not self._raw:  # a cut stream: what is left inside zlib is at most one match long
+                    out, self._inflate = self._inflate.flush(), None
+                    return out
+            try:
+                out = self._inflate.decompress(self._raw, n)
+            except zlib.error:
+                self._inflate = None
+                return b""
+            if self._inflate.eof:  # the next member, if any
+                self._raw = self._inflate.unused_data
+                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            else:
+                self._raw = self._inflate.unconsumed_tail
+            if out:
+                return out
+        return b""
+
+    def read(self, n: int) -> str:
+        """About ``n`` characters more ('' once the text has ended)."""
+        while not self.eof:
+            data = self._bytes(n)
+            self.bytes += len(data)
+            self.eof = not data
+            text = self._utf8.decode(data, final=self.eof)
+            if text:
+                if not self.bad_bytes and not text.isascii() and _ESCAPED_BYTE.search(text):
+                    self.bad_bytes = True
+                return text
+        return ""
+
+
+class _Stop(Exception):
+    """Reading ends here (the reason is the scanner's ``stopped``)."""
+
+
+class _Events:
+    """The events of a Chrome JSON trace, streamed: iterate for each event (``(event, its text)`` with
+    ``keep_text``), in file order; afterwards ``dropped``, ``cut`` and ``stopped`` tell what was skipped.
+
+    The text is scanned value by value with the standard library's decoder; memory holds one event's text at
+    most (``MAX_EVENT``). An element of the array that does not decode (a NUL byte in it, an unfinished string,
+    nesting past the interpreter's recursion limit, an invalid UTF-8 byte) or decodes to no event
+    (:func:`_valid_event`) is damaged: it is skipped and counted in ``dropped``, and reading resumes at the next
+    place an event can start (an object opening a line, or following ``},``). An element that the end of the
+    text cuts short sets ``cut`` (a killed recorder's last event). Past ``MAX_GAP`` characters without an event,
+    reading stops and ``stopped`` says where.
+
+    Raises (while iterating):
+        ValueError: not a Chrome trace (neither a JSON array nor an object with a ``traceEvents`` list), or
+            nothing but damage.
+    """
+
+    def __init__(self, text: _Text, keep_text: bool = False) -> None:
+        self._text = text
+        self._keep_text = keep_text
+        self._buf = ""
+        self._pos = 0
+        self._base = 0  # offset in the text of _buf[0]
+        self._gap_start = 0  # offset in the text where the current run without an event began
+        self.events = 0
+        self.dropped = 0
+        self.cut = False
+        self.stopped: Union[str, None] = None
+        self.nonfinite = False  # whether the last event decoded held a NaN or Infinity literal
+        self._no_batch_before = 0  # offset in the text before which lines are not decoded together
+        self._batch_failures = 0
+        self._indent = "\n}"  # how a line closing an event starts, in a pretty-printed layout
+        self._decoder = json.JSONDecoder(parse_constant=self._constant)
+
+    def _constant(self, name: str) -> float:
+        self.nonfinite = True
+        return float(name)
+
+    # -- the text buffer
+    def _refill(self, keep_from: int) -> bool:
+        """Drop the text before ``keep_from``, append more; False at the end of the text."""
+        self._base += keep_from
+        self._pos -= keep_from
+        rest = self._buf[keep_from:]
+        more = self._text.read(max(_TEXT_CHUNK, len(rest)))  # doubling: a long event costs linear time
+        self._buf = rest + more
+        return bool(more)
+
+    def _gap_check(self) -> None:
+        if self._base + len(self._buf) - self._gap_start > MAX_GAP:
+            self.stopped = (f"reading stopped: no event in the {MAX_GAP >> 20} MiB of text after byte "
+                            f"{self._gap_start:,}; the rest is not read")
+            raise _Stop
+
+    def _skip(self, pattern) -> str:
+        """Move past ``pattern`` (separators), reading on as needed: the next character, '' at the end."""
+        while True:
+            self._pos = pattern.match(self._buf, self._pos).end()
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            self._gap_check()
+            if not self._refill(self._pos):
+                return ""
+
+    def _value(self):
+        """Decode the JSON value at the position: ``(value, start, end)``; None when it is damaged (then the
+        position is where it began); raises _Stop where the end of the text cuts it short."""
+        self.nonfinite = False
+        while True:
+            start, buf = self._pos, self._buf
+            try:
+                try:
+                    value, end = self._decoder.raw_decode(buf, start)
+                except json.JSONDecodeError:
+                    raise
+                except ValueError:  # an integer with more digits than int() takes
+                    value, end = _BIG_DECODER.raw_decode(buf, start)
+            except json.JSONDecodeError as e:
+                if not (e.msg.startswith("Unterminated string") or e.pos >= len(buf) - 16):
+                    return None  # damage inside the text we hold
+                if len(buf) - start > MAX_EVENT:
+                    return None
+                if not self._refill(start):
+                    self.cut = True
+                    raise _Stop from None
+                continue
+            except (ValueError, RecursionError):
+                return None
+            if self._text.bad_bytes and _ESCAPED_BYTE.search(buf, start, end):
+                return None
+            return value, start, end
+
+    def _resync(self) -> None:
+        """After damage at the position: on to the next place an event can start (counting one event dropped)."""
+        self.dropped += 1
+        search = self._pos + 1
+        while True:
+            m = _RESYNC.search(self._buf, search)
+            if m:
+                self._pos = m.end()
+                return
+            self._gap_check()
+            tail = len(self._buf.rstrip(" \t\r\n,")) - 1  # keep a '}' or newline a match may start with
+            keep = max(search, tail, 0)
+            if not self._refill(keep):
+                raise _Stop
+            search = 0
+
+    # -- the layouts
+    def __iter__(self):
         try:
-            obj, pos = _DECODER.raw_decode(text, pos)
-        except ValueError:
-            break  # partial last event
-        events.append(obj)
-    return events
+            c = self._skip(_SPACE)
+            if c == "[":
+                self._pos += 1
+                yield from self._array()
+            elif c == "{":
+                self._pos += 1
+                yield from self._object()
+            else:
+                raise ValueError("not a Chrome trace: expected a JSON array or object")
+        except _Stop:
+            pass
+        if not self.events and (self.dropped or self.stopped):
+            what = _damaged(self.dropped) if self.dropped else self.stopped
+            raise ValueError(f"not a Chrome trace: no event read ({what})")
+
+    def _batch(self):
+        """The events of the whole lines from the position on, decoded at once: sysprof's layout (an event a line)
+        at the decoder's speed, and a pretty-printed one (events over several lines, each closed by a ``}`` at
+        the indent that opened it) up to its last closing line. None where that text is not a list of whole
+        events (damage, the closing ``]``): then it is read event by event."""
+        start, buf = self._pos, self._buf
+        if self._base + start < self._no_batch_before:
+            return None
+        events = None
+        line = buf.rfind("\n", 0, start)
+        if line >= 0 and not buf[line + 1:start].strip(" \t"):
+            self._indent = "\n" + buf[line + 1:start] + "}"
+        end = buf.rfind(self._indent, start)
+        end = end + len(self._indent) if end > start else buf.rfind("\n", start)
+        self.nonfinite = False
+        for _ in range(2):  # the second time, up to the line where the first one failed
+            if end - start < _BATCH_MIN:
+                break
+            body = buf[start:end].rstrip(" \t\r,")
+            try:
+                items = self._decoder.decode("[" + body + "]")
+            except json.JSONDecodeError as e:
+                end = buf.rfind("\n", start, start + e.pos - 1)
+                continue
+            except (ValueError, RecursionError):
+                break
+            if self._text.bad_bytes and _ESCAPED_BYTE.search(body):
+                break
+            if not self._keep_text:
+                events = [e for e in items if _valid_event(e)]
+                break
+            lines = body.split("\n")
+            if not self.nonfinite and len(lines) == len(items):
+                events = [(e, t.strip(" \t\r,")) for e, t in zip(items, lines) if _valid_event(e)]
+            break
+        if events is None:  # read what this text holds event by event; twice in a row: every event (a layout
+            self._batch_failures += 1  # with events over several lines)
+            self._no_batch_before = self._base + len(buf) if self._batch_failures < 2 else math.inf
+            return None
+        self._batch_failures = 0
+        self.dropped += len(items) - len(events)  # whole values, but no events: nothing else is lost
+        self.events += len(events)
+        self._pos = end
+        self._gap_start = self._base + end
+        return events
+
+    def _array(self):
+        while True:
+            c = self._skip(_SEP)
+            if c in ("]", ""):
+                return
+            if c == "{":
+                batch = self._batch()
+                if batch is not None:
+                    yield from batch
+                    continue
+            got = self._value()
+            if got is None:
+                self._resync()
+                continue
+            event, start, end = got
+            self._pos = end
+            if not _valid_event(event):
+                self.dropped += 1
+                continue
+            self.events += 1
+            self._gap_start = self._base + end
+            if self._keep_text:
+                yield event, self._buf[start:end]
+            else:
+                yield event
+
+    def _object(self):
+        """The JSON Object Format: the events of the ``traceEvents`` list (other members are passed over)."""
+        try:
+            found = self._to_trace_events()
+        except _Stop:
+            if self.stopped:
+                raise
+            found = False  # cut short before it
+        if not found:
+            raise ValueError("trace JSON object has no 'traceEvents' list")
+        yield from self._array()
+
+    def _to_trace_events(self) -> bool:
+        """Move past the members before ``traceEvents`` into its list; False where the object has none."""
+        while True:
+            c = self._skip(_SEP)
+            if c == "}" or c == "":
+                return False
+            got = self._value()
+            if got is None or not isinstance(got[0], str):
+                return False
+            key = got[0]
+            self._pos = got[2]
+            if self._skip(_SPACE) != ":":
+                return False
+            self._pos += 1
+            c = self._skip(_SPACE)
+            if key == "traceEvents":
+                if c != "[":
+                    raise ValueError("trace JSON object's 'traceEvents' is not a list")
+                self._pos += 1
+                return True
+            got = self._value()
+            if got is None:
+                return False
+            self._pos = got[2]
+            self._gap_start = self._base + self._pos
+
+    def warn(self, path: PathLike) -> None:
+        """Say what was skipped (a :class:`TraceDamageWarning` each): damaged events, reading stopped early."""
+        if self.dropped:
+            warnings.warn(TraceDamageWarning(f"{os.fspath(path)}: {_damaged(self.dropped)} skipped"), stacklevel=3)
+        if self.stopped:
+            warnings.warn(TraceDamageWarning(f"{os.fspath(path)}: {self.stopped}"), stacklevel=3)
+
+
+def _damaged(n: int) -> str:
+    return f"{n:,} damaged event" + ("" if n == 1 else "s")
+
+
+def _valid_event(ev: Any) -> bool:
+    """Whether a decoded element is a trace event: a dict whose standard fields, where present, have their
+    types (``ph``, ``name``, ``cat`` strings; ``ts``, ``dur`` numbers; ``pid``, ``tid`` numbers or strings;
+    ``args`` an object, a counter's holding numbers; null anywhere but in ``ph``, ``name``, ``cat``)."""
+    if type(ev) is not dict:
+        return False
+    get = ev.get
+    if type(get("ph", "")) is not str or type(get("name", "")) is not str or type(get("cat", "")) is not str:
+        return False
+    if type(get("ts", 0)) not in _NUMBER or type(get("dur", 0)) not in _NUMBER:
+        return False
+    if type(get("pid", 0)) not in _ID or type(get("tid", 0)) not in _ID:
+        return False
+    args = get("args")
+    if args is None:
+        return True
+    if type(args) is not dict:
+        return False
+    if get("ph") == "C":
+        for v in args.values():
+            if type(v) not in _NUMBER:
+                return False
+    return True
+
+
+def _scan(f, gz: bool) -> "tuple[list, _Events]":
+    """Every event of the open trace file ``f`` (``gz``: gzip) and the scanner, which tells what was skipped."""
+    scan = _Events(_Text(f, gz))
+    return list(scan), scan
 
 
 def read_trace(path: PathLike) -> list:
     """Read the events of a Chrome trace file (``.json`` or ``.json.gz``) as a list of dicts, in file order.
 
     Tolerates a truncated file: a missing closing ``]``, a partial last event (dropped) or a cut gzip stream.
+    Damage is skipped (see :class:`_Events`): a damaged event is left out, reading resumes at the next event and
+    stops past ``MAX_GAP`` characters without one; each is told by a :class:`TraceDamageWarning`. Memory and
+    time follow the events read, not the file's size.
 
     Raises:
         FileNotFoundError / OSError: the file cannot be read.
-        ValueError: the content is not a Chrome trace (array of events or object with ``traceEvents``).
+        ValueError: the content is not a Chrome trace (array of events or object with ``traceEvents``), or
+            holds no event but damage.
     """
-    return _parse_events(_read_text(path))
+    with _open_trace(path) as f:
+        events, scan = _scan(f, is_gzip_path(path))
+    scan.warn(path)
+    return events
 
 
 class TraceBusyError(BlockingIOError):
@@ -385,18 +704,70 @@ def _lock_holder(fd: int) -> Union[int, None]:
     return None
 
 
-def repair_trace(path: PathLike) -> int:
-    """Rewrite a (possibly truncated) trace file at ``path`` as strict JSON, keeping every complete event.
+_STRING_OR_SPACE = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.S)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
-    A symbolic link is followed: the file it points to is repaired and the link kept. That file is replaced
-    atomically (written next to it, then renamed over it) with its permission bits; its compression follows its
-    name (or its gzip content). The trace's lock (:func:`lock_trace`) is held meanwhile, so a trace still being recorded is refused.
+
+def _event_text(event: dict, text: str, nonfinite: bool) -> str:
+    """One line of strict ASCII JSON for an event read from ``text``: ``text`` itself, with the white space
+    between its tokens left out where it spans lines and characters past ASCII escaped (so every number keeps
+    its digits); re-encoded (:func:`encode_event`) where it holds a NaN or Infinity literal."""
+    if nonfinite:
+        return encode_event(event)
+    if "\n" in text or "\r" in text:
+        text = _STRING_OR_SPACE.sub(lambda m: m.group(1) or "", text)
+    if not text.isascii():
+        text = _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], text)
+    return text
+
+
+class RepairResult(int):
+    """What :func:`repair_trace` did; as an ``int``, the number of events kept.
+
+    Attributes:
+        dropped (int): damaged events left out.
+        cut (bool): a last event cut short by the end of the file was left out.
+        stopped (str | None): why reading stopped before the end of the file, if it did.
+        output (pathlib.Path): the file written: the trace itself, or the new file beside it.
+        replaced (bool): whether the trace itself was replaced (it holds every event the original had).
+    """
+
+    dropped = 0
+    cut = False
+    stopped: Union[str, None] = None
+    output: pathlib.Path
+    replaced = True
+
+
+def repaired_name(path: PathLike) -> pathlib.Path:
+    """Where :func:`repair_trace` writes a trace it cannot replace: ``NAME.repaired.json`` beside ``NAME.json``
+    (``.json.gz`` kept), ``NAME.repaired.json`` beside any other name."""
+    p = pathlib.Path(path)
+    name = p.name
+    for suffix in (".json.gz", ".json"):
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return p.with_name(name[:-len(suffix)] + ".repaired" + name[-len(suffix):])
+    return p.with_name(name + (".repaired.json.gz" if is_gzip_path(p) else ".repaired.json"))
+
+
+def repair_trace(path: PathLike) -> RepairResult:
+    """Rewrite a (possibly truncated or damaged) trace file at ``path`` as strict JSON, keeping every complete
+    event (its text as it was: every digit of every number).
+
+    Damage is skipped as :func:`read_trace` skips it (reading resumes at the next event). When nothing but a
+    partial last event is lost, the trace is replaced atomically (written next to it, then renamed over it) with
+    its permission bits; otherwise (damaged events dropped, or reading stopped early) the trace is left as it
+    was and the result is written beside it (:func:`repaired_name`, never over an existing file). A symbolic
+    link is followed: the file it points to is repaired and the link kept. Compression follows the name (or the
+    gzip content). The trace's lock (:func:`lock_trace`) is held meanwhile, so a trace still being recorded is
+    refused.
 
     Returns:
-        int: the number of events kept.
+        RepairResult: the number of events kept, and what was left out and where the result went.
 
     Raises:
         TraceBusyError: a recorder is still writing the trace.
+        FileExistsError: the trace cannot be replaced and its repaired name is taken.
         FileNotFoundError / OSError / ValueError: as :func:`read_trace`, or the directory is not writable.
     """
     real = pathlib.Path(os.path.realpath(path))
@@ -409,21 +780,35 @@ def repair_trace(path: PathLike) -> int:
     os.set_blocking(fd, True)
     try:
         lock_trace(fd, path)
-        with os.fdopen(os.dup(fd), "rb") as f:
-            text = f.read()
         mode = os.fstat(fd).st_mode & 0o7777
-        gz = is_gzip_path(real) or text[:2] == b"\x1f\x8b"  # a link named .gz to a gzip file of another name
-        events = _parse_events(_decode(text, gz))
-        tmp_fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if gz else ".json", dir=real.parent)
-        try:
-            with ChromeTraceWriter(tmp, fd=tmp_fd) as writer:
-                writer.write_many(events)
-            os.chmod(tmp, mode)  # keep the original permissions, not mkstemp's 0600
-            os.replace(tmp, real)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        with os.fdopen(os.dup(fd), "rb") as f:
+            gz = is_gzip_path(real) or f.read(2) == b"\x1f\x8b"  # a link named .gz to a gzip file of another name
+            f.seek(0)
+            scan = _Events(_Text(f, gz), keep_text=True)
+            tmp_fd, tmp = tempfile.mkstemp(prefix=".repair-", suffix=".json.gz" if gz else ".json", dir=real.parent)
+            try:
+                with ChromeTraceWriter(tmp, fd=tmp_fd) as writer:
+                    for event, text in scan:
+                        writer.write_encoded(_event_text(event, text, scan.nonfinite))
+                os.chmod(tmp, mode)  # keep the original permissions, not mkstemp's 0600
+                result = RepairResult(writer.events_written)
+                result.dropped, result.cut, result.stopped = scan.dropped, scan.cut, scan.stopped
+                result.replaced = not scan.dropped and scan.stopped is None
+                if result.replaced:
+                    result.output = real
+                    os.replace(tmp, real)
+                else:  # never less than the user had: the original stays, the result goes beside it
+                    result.output = repaired_name(real)
+                    try:
+                        os.link(tmp, result.output)  # never over a file
+                    except FileExistsError:
+                        raise FileExistsError(errno.EEXIST, f"{result.output} exists (move it away and repair "
+                                              "again); the trace is left as it was") from None
+                    os.remove(tmp)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                raise
     finally:
         os.close(fd)
-    return len(events)
+    return result

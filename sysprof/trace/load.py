@@ -12,13 +12,14 @@
   91 bytes long starts ``0a 5b``, which is also ``\\n[``); any other name whose JSON reading finds no event but
   starts with ``0x0a`` is read as protobuf next.
 
-Only regular files are read (a FIFO or a device would block or never end), opened without blocking.
+Only regular files are read (a FIFO or a device would block or never end), opened without blocking. A JSON trace
+is streamed (:func:`sysprof.trace.chrome.read_trace`'s bounds and damage rules): only its first MiB is read to
+tell the format.
 """
 from __future__ import annotations
 
 import importlib
 import os
-import stat
 from typing import Union
 
 __all__ = ["load_events", "trace_format", "PERFETTO_SUFFIXES"]
@@ -30,18 +31,6 @@ PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
 _GZIP_MAGIC = b"\x1f\x8b"
 _PACKET_TAG = 0x0A  # TracePacket: field 1 of Trace, wire type 2 (length-delimited)
 _JSON_SPACE = b" \t\r\n"
-
-
-def _read_bytes(path: PathLike) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{os.fspath(path)}: not a regular file")
-        os.set_blocking(fd, True)
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    finally:
-        os.close(fd)
 
 
 def _packet_start(data: bytes) -> bool:
@@ -92,23 +81,25 @@ def load_events(path: PathLike) -> list:
         ValueError: not a trace (empty, not a regular file, neither JSON, gzip nor protobuf).
         ImportError: a Perfetto trace where its reader (or the packages it needs) is missing.
     """
-    from .chrome import _decode, _parse_events
+    from .chrome import MAX_GAP, _open_trace, _scan
 
-    data = _read_bytes(path)
-    kind = trace_format(path, data)
-    if kind == "perfetto":
-        return _perfetto_events(path)
-    if kind in ("gzip", "json"):
-        text = _decode(data, kind == "gzip")
-        try:
-            events = _parse_events(text)
-        except ValueError as e:
-            if kind == "json" and _packet_start(data):
-                return _perfetto_events(path)
-            raise ValueError(f"{os.fspath(path)}: {e}") from None
-        if not events and kind == "json" and _packet_start(data):
-            return _perfetto_events(path)  # "\n[" opening a 91-byte first packet, not JSON
-        return events
-    if not data:
+    with _open_trace(path) as f:
+        head = f.read(MAX_GAP + 2)  # enough to find the first '[' or '{' after the white space allowed
+        kind = trace_format(path, head)
+        if kind == "perfetto":
+            return _perfetto_events(path)
+        if kind in ("gzip", "json"):
+            f.seek(0)
+            try:
+                events, scan = _scan(f, kind == "gzip")
+            except ValueError as e:
+                if kind == "json" and _packet_start(head):
+                    return _perfetto_events(path)
+                raise ValueError(f"{os.fspath(path)}: {e}") from None
+            if not events and kind == "json" and _packet_start(head):
+                return _perfetto_events(path)  # "\n[" opening a 91-byte first packet, not JSON
+            scan.warn(path)
+            return events
+    if not head:
         raise ValueError(f"{os.fspath(path)}: empty file, not a trace")
     raise ValueError(f"{os.fspath(path)}: not a trace (neither Chrome JSON, gzip nor Perfetto protobuf)")
