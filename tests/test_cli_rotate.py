@@ -125,6 +125,12 @@ def test_bad_sizes_are_one_line_errors_before_anything_runs(tmp_path, argv, says
     assert list(tmp_path.iterdir()) == []
 
 
+def test_max_size_refuses_a_device(tmp_path):
+    proc = run_cli("record", "--max-size", "1M", "-d", "0.3", "-o", "/dev/null")
+    assert_one_line_error(proc, 2)
+    assert "not one" in proc.stderr and not os.path.exists("/dev/null.part0001")
+
+
 def test_max_size_default_name_is_a_free_stem(tmp_path):
     proc = run_cli("record", "--max-size", "1M", "-d", "0.3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -71,9 +71,10 @@ def _preflight(args, command) -> None:
                        status=2)
     if command:
         _resolve_command(command)
-    if args.max_size is not None:
-        if output is not None:
-            check_parts_free(output)  # with --max-size the parts are written, never TRACE itself
+    if args.max_size is not None and output is not None:
+        if os.path.exists(output) and not os.path.isfile(output):  # e.g. /dev/null: no parts next to it
+            raise CLIError(f"--max-size writes parts of a regular file; {output} is not one", status=2)
+        check_parts_free(output)  # with --max-size the parts are written, never TRACE itself
     elif output is not None and os.path.lexists(output) and not args.force:
         raise CLIError(f"output exists: {output} (use --force to overwrite)")
     if output is not None and is_perfetto_path(output):
