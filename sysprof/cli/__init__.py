@@ -1,8 +1,9 @@
 """The ``sysprof`` command line: record a workload, report on a trace, plot it, inspect the machine.
 
     sysprof record [-o TRACE] [--interval 1ms] [SOURCE FLAGS: --cpu --per-cpu --memory ... | --all]
-                   [--duration SECONDS] [--kill-after SECONDS] [--capacity ROWS] [-- COMMAND ARGS...]
-    sysprof report TRACE [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
+                   [--duration SECONDS] [--kill-after SECONDS] [--capacity ROWS] [--max-size SIZE]
+                   [--min-free SIZE|PCT] [-- COMMAND ARGS...]
+    sysprof report TRACE [PART...] [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
     sysprof info [--json]
     sysprof repair TRACE
     sysprof export TRACE -o OUT.parquet|OUT.csv|- [--format parquet|csv] [-k PATTERN] [--force]
@@ -29,7 +30,14 @@ Trace format (Chrome trace-event JSON, opens in ui.perfetto.dev and chrome://tra
   ``missed_deadlines``, so a truncated trace still tells how much was lost;
 * a final ``"ph": "i"`` event ``"sysprof stop"`` whose args hold the sampler's final ``stats``,
   ``samples_written`` (= taken - dropped), the ``signals`` received, the ``signals_sent`` to the command
-  and its ``returncode``.
+  and its ``returncode``; ``stopped_writing`` (``reason``, ``available_bytes``, ``min_free_bytes``) when
+  ``--min-free`` ended the trace early.
+
+With ``--max-size`` each part (``TRACE.partNNNN.EXT``) is such a trace: its start event's args add ``part``
+(``index``, ``recording_id``, ``max_size_bytes``; the other metadata are the recording's), its stop event's
+``part`` (``index``, ``recording_id``, ``first_sample``: the recording's samples before this part, ``next``:
+the next part's name or None, ``removed``: parts removed so far) and its counts (``samples_written``, the
+``stats``' ``taken``/``dropped``/``missed_deadlines``, the ``"sysprof"`` counter) are the part's own.
 
 Modules: ``common`` (errors, time arguments), ``parser``, ``sources`` (the source flags and selection, from the
 registry), ``record`` (``record``'s run), ``child`` (the recorded command and signals), ``output`` (the trace

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
                       phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
 from ..report.gpu_reasons import reason_lines
+from ..trace.schema import START_EVENT
 from .common import PROG, CLIError, _import_sysprof
 
 
@@ -41,7 +42,7 @@ def cmd_report(args) -> int:
         raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
     if args.plot:
         require_matplotlib()
-    data = TraceData(_read_trace_or_fail(load_events, args.trace))
+    data = TraceData(_read_parts(load_events, [args.trace] + list(args.parts or [])))
     if not data.series:
         raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
     summary = summarize(data)
@@ -76,7 +77,8 @@ def cmd_report(args) -> int:
         sys.stdout.write("\n")
     else:
         print_verdict(judged)
-        print_table(summary, args.trace, show_all=args.all or bool(args.channel))
+        name = f"{args.trace} .. {args.parts[-1]} ({len(args.parts) + 1} parts)" if args.parts else args.trace
+        print_table(summary, name, show_all=args.all or bool(args.channel))
         for line in reason_lines(data):  # the names of gpu/<i>/clocks_event_reasons' bits
             print(line)
         if refresh is not None:
@@ -97,6 +99,22 @@ def cmd_report(args) -> int:
 def _kept(phases, keep):
     """The phases with only the channels ``-k`` keeps."""
     return [dataclasses.replace(p, channels={ch: c for ch, c in p.channels.items() if keep(ch)}) for p in phases]
+
+
+def _read_parts(read_trace, paths) -> list:
+    """The events of one trace, or of the parts of one ``record --max-size`` recording read as one."""
+    events, parts = [], set()
+    for path in paths:
+        part = _read_trace_or_fail(read_trace, path)
+        if len(paths) > 1:
+            start = next((e.get("args") for e in part if isinstance(e, dict) and e.get("name") == START_EVENT), None)
+            info = start.get("part") if isinstance(start, dict) else None
+            parts.add((info.get("recording_id"), info.get("index")) if isinstance(info, dict) else None)
+        events += part
+    if len(paths) > 1 and (None in parts or len(parts) != len(paths) or len({r for r, _ in parts}) != 1):
+        raise CLIError("several TRACEs are read only as the distinct parts of one recording (record --max-size); "
+                       "--ranks compares ranks' traces", status=2)
+    return events
 
 
 def _read_trace_or_fail(read_trace, path):

@@ -33,6 +33,39 @@ def parse_time(text: str) -> float:
     return value
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:i?b)?\s*")
+
+
+def parse_size(text: str) -> int:
+    """Parse ``500M``, ``2G``, ``1GiB``, ``64k``, ``1048576`` (bytes) into bytes (> 0); K, M, G, T are powers of
+    1024, with or without ``B`` / ``iB``."""
+    m = _SIZE_RE.fullmatch(str(text).lower())
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r} (examples: 500M, 2G, 1GiB, 65536)")
+    value = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size must be > 0, got {text!r}")
+    return value
+
+
+def parse_free(text: str) -> tuple:
+    """Parse ``--min-free``: a size (:func:`parse_size`), a share of the file system (``5%``) or ``0`` (no
+    floor); returns ``(bytes, fraction)``, one of them 0."""
+    t = str(text).strip()
+    if t == "0":  # no guard
+        return 0, 0.0
+    if t.endswith("%"):
+        try:
+            pct = float(t[:-1])
+        except ValueError:
+            pct = float("nan")
+        if not 0 <= pct <= 100:
+            raise argparse.ArgumentTypeError(f"invalid share {text!r} (0% to 100%)")
+        return 0, pct / 100
+    return parse_size(t), 0.0
+
+
 def _version() -> str:
     try:
         import sysprof

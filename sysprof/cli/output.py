@@ -1,5 +1,6 @@
 """The trace file of ``sysprof record``: created exclusively or opened without truncating, never through a
-symbolic link, locked (flock) while recorded, named ``sysprof-YYYYmmdd-HHMMSS[-N].json`` by default."""
+symbolic link, locked (flock) while recorded, named ``sysprof-YYYYmmdd-HHMMSS[-N].json`` by default; with
+``--max-size`` the numbered parts of one recording (:class:`_Parts`); the free-space floor (:class:`_SpaceGuard`)."""
 from __future__ import annotations
 
 import errno
@@ -28,6 +29,8 @@ class _Output:
         self.path = path
         self.created = False  # whether the file is ours to remove when recording cannot start
         self.ident = None     # (st_dev, st_ino) of the file opened
+        self.regular = False  # a regular file (not a device such as /dev/null)
+        self.writer_fd = None  # the descriptor handed to the writer (valid while the writer is open)
         for _ in range(5):  # retried only when the name changes hands between the open and the lock
             try:
                 self.fd = os.open(path, self.FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
@@ -73,7 +76,8 @@ class _Output:
             self.close()
             raise _not_a_file(self.path, st.st_mode)
         os.set_blocking(self.fd, True)
-        if not stat.S_ISREG(st.st_mode):
+        self.regular = stat.S_ISREG(st.st_mode)
+        if not self.regular:
             return True  # a device such as /dev/null: nothing to lock or truncate
         try:
             lock_trace(self.fd, self.path)
@@ -99,24 +103,39 @@ class _Output:
 
     def writer(self, writer_class):
         fd, self.fd = self.fd, None
+        self.writer_fd = fd
         return writer_class(self.path, fd=fd)
+
+    def size(self) -> int:
+        """Bytes in the file now (while its writer is open): what the file system holds, written or buffered by
+        the kernel; 0 for a device."""
+        return os.fstat(self.writer_fd).st_size if self.regular else 0
 
     def discard(self) -> None:
         """Recording did not start: remove the file if this run created it (still locked, by this descriptor or
         the writer's), then close this descriptor if not handed on."""
-        if self.created and self.ident is not None:
-            try:
-                now = os.lstat(self.path)
-                if (now.st_dev, now.st_ino) == self.ident:
-                    os.unlink(self.path)
-            except OSError:
-                pass
+        if self.created:
+            _remove_own(self.path, self.ident)
         self.close()
 
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _remove_own(path: str, ident) -> bool:
+    """Remove ``path`` if it still is the file ``ident`` ((st_dev, st_ino)) this run created; whether it did."""
+    if ident is None:
+        return False
+    try:
+        now = os.lstat(path)
+        if (now.st_dev, now.st_ino) == ident:
+            os.unlink(path)
+            return True
+    except OSError:
+        pass
+    return False
 
 
 def _not_a_file(path: str, mode: int) -> CLIError:
@@ -133,18 +152,148 @@ def _symlink_error(path: str) -> CLIError:
                     f"a link; give the file's own path)")
 
 
-def _open_output(output, force):
+def _open_output(output, force, max_size=None):
     """The :class:`_Output` for ``-o`` (None: a new ``sysprof-YYYYmmdd-HHMMSS[-N].json`` in the current directory,
-    the first such name that is not taken by anything, symbolic links included: created exclusively)."""
+    the first such name that is not taken by anything, symbolic links included: created exclusively); with
+    ``max_size``, the :class:`_Parts` of that name, its first part open."""
     if output is not None:
-        return _Output(output, force)
+        return _Output(output, force) if max_size is None else _Parts(output, max_size)
     stem = time.strftime("sysprof-%Y%m%d-%H%M%S")
     for n in range(10000):
         path = f"{stem}.json" if n == 0 else f"{stem}-{n}.json"
         try:
-            return _Output(path, False)
+            return _Output(path, False) if max_size is None else _Parts(path, max_size)
         except CLIError:
-            if os.path.lexists(path):
+            if os.path.lexists(path) if max_size is None else _parts_taken(path):
                 continue
             raise
     raise CLIError(f"cannot find an unused name {stem}-N.json; give -o TRACE")
+
+
+def _split_ext(output: str) -> tuple:
+    """``(stem, suffix)`` of a trace name: ``.json.gz`` (any case) or the last extension."""
+    n = len(".json.gz") if output.lower().endswith(".json.gz") else len(os.path.splitext(output)[1])
+    return output[:len(output) - n], output[len(output) - n:]
+
+
+def part_name(output: str, index: int) -> str:
+    """The name of part ``index`` of ``-o output`` with ``--max-size``: ``trace.json`` -> ``trace.part0001.json``."""
+    stem, ext = _split_ext(output)
+    return f"{stem}.part{index:04d}{ext}"
+
+
+def _parts_taken(output: str) -> list:
+    """The part names of ``-o output`` (``STEM.partN.EXT``) taken by anything, in order."""
+    stem, ext = _split_ext(output)
+    folder, base = os.path.split(stem)
+    base += ".part"
+    try:
+        names = os.listdir(folder or ".")
+    except OSError:
+        return []  # the open says why
+    return sorted(os.path.join(folder, n) for n in names if n.startswith(base) and n.endswith(ext)
+                  and n[len(base):len(n) - len(ext)].isdigit())
+
+
+def check_parts_free(output: str) -> None:
+    """Raises CLIError when any part name of ``-o output`` is taken."""
+    taken = _parts_taken(output)
+    if taken:
+        more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
+        raise CLIError(f"output exists: {taken[0]}{more} (parts of another recording; remove them or give another "
+                       f"-o; --force does not apply to parts)")
+
+
+#: with --max-size: a part is closed once it holds max_size / PARTS_KEPT bytes, and the oldest parts are removed so
+#: that the parts kept hold at most max_size (the one being written counted as full)
+PARTS_KEPT = 4
+#: the smallest --max-size (a part must hold more than its head: the metadata and units)
+MIN_MAX_SIZE = 64 << 10
+
+
+class _Parts:
+    """``record --max-size``: one recording written as numbered parts ``STEM.partNNNN.EXT`` of ``-o STEM.EXT``
+    (``.json``, ``.json.gz``, ``.pftrace``), each a whole trace. Every part is created exclusively (the next free
+    number when a name is taken meanwhile); a name already taken at the start refuses the recording, ``--force``
+    or not (parts of an earlier recording are never overwritten or mixed in). Once :meth:`full` (``part_size``
+    bytes), the recorder ends the part, calls :meth:`finished`, opens the next with :meth:`next`, and
+    :meth:`prune` removes the oldest parts this run created while the finished ones kept plus one part's room
+    exceed ``max_size``. :attr:`current` is the part being written (an :class:`_Output`)."""
+
+    def __init__(self, output: str, max_size: int):
+        self.output = output
+        self.max_size = max_size
+        self.part_size = max(max_size // PARTS_KEPT, 1)
+        self.index = 0
+        self.kept = []     # (path, ident, bytes) of the finished parts not removed, oldest first
+        self.removed = 0   # parts removed to stay under max_size
+        check_parts_free(output)
+        self.current = None
+        self.next()
+
+    def path(self, index: int) -> str:
+        return part_name(self.output, index)
+
+    def next(self) -> _Output:
+        """Open the next part (created exclusively): :attr:`current`."""
+        for _ in range(1000):
+            self.index += 1
+            path = self.path(self.index)
+            try:
+                self.current = _Output(path, False)
+                return self.current
+            except CLIError:
+                if self.current is None or not os.path.lexists(path):
+                    raise
+        raise CLIError(f"cannot find an unused part name after {path}")
+
+    def full(self) -> bool:
+        return self.current.size() >= self.part_size
+
+    def finished(self) -> None:
+        """The current part's writer is closed: count its bytes among the parts kept."""
+        out = self.current
+        try:
+            size = os.lstat(out.path).st_size if out.regular else 0
+        except OSError:
+            size = 0
+        self.kept.append((out.path, out.ident, size))
+
+    def prune(self) -> None:
+        """Remove the oldest finished parts while they and one part's room exceed ``max_size``."""
+        while self.kept and sum(size for _, _, size in self.kept) + self.part_size > self.max_size:
+            path, ident, _ = self.kept.pop(0)
+            self.removed += _remove_own(path, ident)
+
+    def summary(self) -> dict:
+        """What the stop event says about the parts (``index``: this part's number)."""
+        return {"index": self.index, "removed": self.removed, "max_size_bytes": self.max_size,
+                "part_size_bytes": self.part_size}
+
+
+#: the default free-space floor (--min-free): the larger of these bytes and this share of the file system
+DEFAULT_MIN_FREE = (256 << 20, 0.01)
+
+
+class _SpaceGuard:
+    """The free-space floor of ``record`` (``--min-free``): :meth:`low` says (one ``statvfs``, about 1 µs: a few
+    times a second, not per event) whether the file system of ``path`` has less than ``min_free`` (``(bytes,
+    fraction)``: the larger) available to unprivileged users (``f_bavail``). No floor (``(0, 0)``) or a device
+    output: never low."""
+
+    def __init__(self, path: str, min_free: tuple, regular: bool = True):
+        self.folder = os.path.dirname(os.path.abspath(path))
+        self.min_free = min_free
+        self.enabled = regular and any(min_free)
+
+    def low(self):
+        """``(available bytes, floor bytes)`` when below the floor, else None (also when statvfs fails)."""
+        if not self.enabled:
+            return None
+        try:
+            st = os.statvfs(self.folder)
+        except OSError:
+            return None
+        floor = max(self.min_free[0], int(self.min_free[1] * st.f_blocks * st.f_frsize))
+        avail = st.f_bavail * st.f_frsize
+        return (avail, floor) if avail < floor else None

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from .commands import cmd_bench, cmd_repair, cmd_report
-from .common import PROG, CLIError, _version, parse_time
+from .common import PROG, CLIError, _version, parse_free, parse_size, parse_time
 from .export import FORMATS as EXPORT_FORMATS, cmd_export
 from .info import cmd_info
+from .output import PARTS_KEPT
 from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
                      cmd_record)
 from .serve import add_serve_parser
@@ -44,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "line, every argument included")
     r.add_argument("-f", "--force", action="store_true",
                    help="overwrite an existing output file (emptied in place once the command has started)")
+    r.add_argument("--max-size", type=parse_size, metavar="SIZE",
+                   help=f"bound the trace's size on disk (500M, 2G, 1GiB): write it as parts TRACE.part0001.json, "
+                        f"... (before TRACE's suffix), each a whole trace of about SIZE/{PARTS_KEPT}, and remove "
+                        f"the oldest parts so that those kept hold at most SIZE. Part names already taken are "
+                        f"refused, --force or not. 'report --ranks PART...' reads the parts as one recording")
+    r.add_argument("--min-free", type=parse_free, metavar="SIZE|PCT",
+                   help="stop writing when the trace's file system has less than this available (e.g. 1G, 5%%; "
+                        "0: never); the command runs on, stderr and the stop event say so, the exit status is 1 "
+                        "unless the command's. Default: 256M or 1%% of the file system, the larger; checked at the "
+                        "start and five times a second")
     r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
                    help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
@@ -72,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "verdict: the phases that take the most wall time and what was saturated "
                                     "or starved during each.")
     rp.add_argument("trace", metavar="TRACE", nargs="?")
+    rp.add_argument("parts", metavar="PART", nargs="*",
+                    help="more parts of TRACE's recording (record --max-size), read with it as one trace")
     rp.add_argument("--json", action="store_true", help="machine-readable output")
     rp.add_argument("--ranks", nargs="+", metavar="DIR_OR_FILE",
                     help="instead of TRACE: per-rank traces (files or folders): per-rank step times, the "

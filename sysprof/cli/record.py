@@ -11,6 +11,7 @@ import shlex
 import signal
 import sys
 import time
+import uuid
 
 from ..distributed import rank_info
 from ..report import human_bytes
@@ -20,7 +21,7 @@ from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT
 from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
-from .output import _open_output, _symlink_error
+from .output import DEFAULT_MIN_FREE, MIN_MAX_SIZE, _open_output, _SpaceGuard, _symlink_error, check_parts_free
 from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, gpus_from_args,
                       intervals_from_args, requested, sampler_kwargs, target_sources, warn_problems)
 
@@ -65,9 +66,16 @@ def _preflight(args, command) -> None:
         raise _symlink_error(output)  # checked for a clear message; the open refuses a link too (O_NOFOLLOW)
     if output is not None and os.path.isdir(output):
         raise CLIError(f"output is a directory: {output}", status=2)
+    if args.max_size is not None and args.max_size < MIN_MAX_SIZE:
+        raise CLIError(f"--max-size must be at least {human_bytes(MIN_MAX_SIZE)}, got {human_bytes(args.max_size)}",
+                       status=2)
     if command:
         _resolve_command(command)
-    if output is not None and os.path.lexists(output) and not args.force:
+    if args.max_size is not None and output is not None:
+        if os.path.exists(output) and not os.path.isfile(output):  # e.g. /dev/null: no parts next to it
+            raise CLIError(f"--max-size writes parts of a regular file; {output} is not one", status=2)
+        check_parts_free(output)  # with --max-size the parts are written, never TRACE itself
+    elif output is not None and os.path.lexists(output) and not args.force:
         raise CLIError(f"output exists: {output} (use --force to overwrite)")
     if output is not None and is_perfetto_path(output):
         try:
@@ -136,7 +144,9 @@ class _Recording:
         self.command = command
         self.quiet = args.quiet
         self.output = args.output
-        self.sampler = self.child = self.writer = self.out = self.markers = None
+        self.sampler = self.child = self.writer = self.out = self.markers = self.parts = None
+        self.stopped = None  # why writing stopped before the end (the free-space floor), else None
+        self.part_base = ({}, 0)  # the sampler's stats and the rows written when the current file began
         self.signals = _Signals()
         self.my_pid = os.getpid()
         self.float_ts = args.interval < 1e-3
@@ -151,8 +161,12 @@ class _Recording:
         # validate the arguments (and warm up discovery) before anything is spawned
         self.sampler = make_sampler(**without_followed) if follow_child else make_sampler()
         _require_a_source(self.sampler, sources, follow_child)
-        self.out = _open_output(self.output, self.args.force)
+        self.out = _open_output(self.output, self.args.force, self.args.max_size)
+        if self.args.max_size is not None:  # the parts of one recording (--max-size): the first is open
+            self.parts, self.out = self.out, self.out.current
+            self.recording_id = uuid.uuid4().hex
         self.output = self.out.path
+        self.guard = _SpaceGuard(self.output, self.args.min_free or DEFAULT_MIN_FREE, self.out.regular)
         if not follow_child:
             self.sampler.start()  # before the command starts, so its start-up is in the trace
         self.signals.install()
@@ -217,8 +231,10 @@ class _Recording:
         self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
         try:
             self._prepare()
-            self.writer.write_many(self._head(tuple(self.sampler.channels)))
+            self.head = self._head(tuple(self.sampler.channels))
+            self.writer.write_many(self.head)
             self.writer.flush()
+            self._check_space()  # already low: the trace ends at once, the command runs
             self._loop()
         except Exception as e:  # a failure while recording: keep what we have, still wait for the child
             self.failure = e
@@ -301,6 +317,9 @@ class _Recording:
             "gpus": list(getattr(sampler, "devices", [])),  # index, name, uuid, pci_bus_id[, cuda_index, mig_instances]
             **ranks,
         }
+        if self.parts is not None:  # --max-size: part 1 of the recording
+            meta["part"] = {"index": self.parts.index, "recording_id": self.recording_id,
+                            "max_size_bytes": self.parts.max_size}
         head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
                      "tid": 0, "args": meta})
         head.append(self.builder.units_event())
@@ -308,8 +327,7 @@ class _Recording:
 
     def _loop(self) -> None:
         """Drain the sampler into the trace until the command exits, a signal, --duration, or --pid's end."""
-        args, child, signals, timeout, sampler, writer = (self.args, self.child, self.signals, self.timeout,
-                                                           self.sampler, self.writer)
+        args, child, signals, timeout, sampler = self.args, self.child, self.signals, self.timeout, self.sampler
         t0 = last_flush = time.monotonic()
         while True:
             # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration (or kill-after) to end
@@ -325,13 +343,20 @@ class _Recording:
                 pass
             signals.drain_wakeup()
 
-            self._write_rows(sampler.drain())
-            now = time.monotonic()
-            if now - last_flush >= FLUSH_PERIOD:
-                _write_stats_counter(writer, sampler, self._ts)
-                writer.flush()
-                last_flush = now
-            self.status.update(now - t0, self.builder.rows, sampler.stats, writer.bytes_written)
+            writer = self.writer
+            if not writer.closed:  # else writing stopped (the free-space floor): the command runs on
+                self._write_rows(sampler.drain())
+                now = time.monotonic()
+                if now - last_flush >= FLUSH_PERIOD:
+                    _write_stats_counter(writer, sampler, self._ts, self.part_base[0])
+                    writer.flush()
+                    last_flush = now
+                self._check_space()  # one statvfs a drain
+                if self.stopped is None and self.parts is not None and self.parts.full():
+                    self._next_part()
+                self.status.update(now - t0, self.builder.rows, sampler.stats, self.writer.bytes_written)
+            if self.writer.closed and child is None:
+                return  # writing stopped and no command to keep running
 
             if child is not None:
                 self.returncode = child.poll()
@@ -389,8 +414,16 @@ class _Recording:
         """Stop the sampler, write what is left and the stop event, close the trace. Each step is guarded: a
         failure is kept and the next step still runs, so the stop event and the close are always tried."""
         self._guard(self.sampler.stop)
-        if self.builder is not None:
-            self._guard(self._final_rows)  # e.g. the disk filled up: what was flushed stays readable
+        if not self.writer.closed:  # else writing stopped before (the free-space floor)
+            self._end_file()
+        self._guard(self.status.clear)
+
+    def _end_file(self, next_part=None) -> None:
+        """The end of the trace file being written (each step guarded): what is left (``next_part``: the tracks'
+        closing values, the rows after go to that part; else every row and marker left), the stop event, the
+        close."""
+        if self.builder is not None:  # e.g. the disk filled up: what was flushed stays readable
+            self._guard(self._final_rows if next_part is None else self._part_rows)
         self.t_end_ns = time.time_ns()
         stop_args = self._guard(self._stop_args)
         if stop_args is None:  # what is left when the full stop arguments could not be gathered
@@ -398,23 +431,39 @@ class _Recording:
                          "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9}
         if self.failure is not None:
             stop_args["failure"] = f"{type(self.failure).__name__}: {self.failure}"
+        if self.parts is not None:
+            stop_args["part"] = dict(self.parts.summary(), recording_id=self.recording_id, first_sample=
+                                     self.part_base[1], next=next_part and os.path.basename(next_part))
+        if self.stopped is not None:
+            stop_args["stopped_writing"] = self.stopped
         self._guard(self.writer.write, {"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
                                         "pid": self.my_pid, "tid": 0, "args": stop_args})
         self._guard(self.writer.close)
-        self._guard(self.status.clear)
+        if self.parts is not None:
+            self._guard(self.parts.finished)
 
     def _final_rows(self) -> None:
         sampler = self.sampler
         self.stats = dict(sampler.stats)
         self._write_rows(sampler.drain(), stop_ns=time.time_ns())
-        _write_stats_counter(self.writer, sampler, self._ts)
-        self.stats = dict(sampler.stats)
+        self._part_rows(final=True)
+
+    def _part_rows(self, final=False) -> None:
+        """The stats counter (and, ending a part, each track's last values, so they hold to its end)."""
+        if not final:
+            self.writer.write_many(self.builder.new_file())
+        _write_stats_counter(self.writer, self.sampler, self._ts, self.part_base[0])
+        self.stats = dict(self.sampler.stats)
+        if not final and isinstance(self.stats.get("taken"), (int, float)):  # rows still in the ring: the next part's
+            self.stats["taken"] = self.builder.rows + self.stats.get("dropped", 0)
         if self.markers is not None:
             self.stats.update(self.markers.stats())  # markers received and dropped
 
     def _stop_args(self) -> dict:
         sampler = self.sampler
-        stop_args = {"stats": self.stats, "samples_written": self.builder.rows if self.builder else 0,
+        base, rows0 = self.part_base  # a part's counts are its own ({}, 0 without --max-size)
+        stop_args = {"stats": _since(self.stats, base),
+                     "samples_written": self.builder.rows - rows0 if self.builder else 0,
                      "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9,
                      "signals": [signal.Signals(s).name for s in self.signals.received],
                      "signals_sent": list(self.signals.sent),
@@ -443,6 +492,47 @@ class _Recording:
                 errors["markers"] = problems
         return errors
 
+    def _next_part(self) -> None:
+        """--max-size: end the current part, open the next (its head: the start event at the last row's time, so
+        every row after it is in it), remove the oldest parts over the size. A failure stops the writing (the
+        command runs on)."""
+        parts = self.parts
+        self._end_file(next_part=parts.path(parts.index + 1))
+        if self.failure is not None:
+            return
+        self.part_base = ({k: self.stats[k] for k in COUNTED_STATS if k in self.stats}, self.builder.rows)
+        try:
+            self.out = parts.next()
+            self.writer = self.out.writer(writer_class_for(self.output))
+        except (CLIError, OSError) as e:  # e.g. the folder went away
+            self.failure = e
+            return
+        self.output = self.status.path = self.out.path
+        parts.prune()
+        at = self.builder.last_ns or time.time_ns()
+        head = []
+        for event in self.head:
+            if event.get("name") == START_EVENT:
+                part = dict(event["args"]["part"], index=parts.index)
+                event = dict(event, ts=self._ts(at), args=dict(event["args"], part=part))
+            head.append(event)
+        self.writer.write_many(head)
+
+    def _check_space(self) -> None:
+        """The free-space floor (--min-free): below it, stop the sampler and end the trace there (whole), say so
+        once; the command runs on."""
+        low = self.guard.low()
+        if low is None:
+            return
+        avail, floor = low
+        self.stopped = {"reason": "low disk space", "available_bytes": avail, "min_free_bytes": floor,
+                        "folder": self.guard.folder}
+        self._guard(self.sampler.stop)
+        self._end_file()
+        self._guard(self.status.clear)
+        print(f"{PROG}: stopped writing {self.output}: {human_bytes(avail)} available on its file system, under "
+              f"--min-free {human_bytes(floor)}; the command runs on, unrecorded", file=sys.stderr, flush=True)
+
     def _conclude(self) -> int:
         """The closing line, waiting for a command still running, and the exit status."""
         failure, output, child, stats = self.failure, self.output, self.child, self.stats
@@ -454,15 +544,23 @@ class _Recording:
         if not self.quiet and failure is None and self.builder is not None:
             written, dropped = self.builder.rows, int(stats.get("dropped", 0))
             elapsed = (self.t_end_ns - self.t_start_ns) / 1e9
-            size = os.path.getsize(output) if os.path.exists(output) else self.writer.bytes_written
+            if self.parts is not None:
+                kept = self.parts.kept
+                size = sum(n for _, _, n in kept)
+                if self.parts.index > 1:
+                    names = kept[0][0] if len(kept) == 1 else f"{kept[0][0]} .. {kept[-1][0]}"
+                    output = f"{names} ({len(kept)} of {self.parts.index} parts kept under --max-size)"
+            else:
+                size = os.path.getsize(output) if os.path.exists(output) else self.writer.bytes_written
             print(f"{PROG}: wrote {output}: {written:,} samples in {elapsed:.1f} s "
                   f"({written / elapsed if elapsed > 0 else 0:.0f}/s), {dropped:,} dropped"
                   f"{' (the ring was full: raise --capacity)' if dropped else ''}, "
-                  f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}",
+                  f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}"
+                  f"{'; writing stopped early: low disk space' if self.stopped is not None else ''}",
                   file=sys.stderr, flush=True)
         if child is not None and _exit_status(self.returncode) != 0:
             return _exit_status(self.returncode)  # the command's failure comes first
-        return 1 if failure is not None else 0
+        return 1 if failure is not None or self.stopped is not None else 0
 
 
 class _Status:
@@ -514,8 +612,17 @@ def _marker_receiver(ts):
         return None
 
 
-def _write_stats_counter(writer, sampler, ts):
-    st = sampler.stats
+#: the sampler's statistics that count from the start (a part's stop event and stats counter: since the part's start)
+COUNTED_STATS = ("taken", "dropped", "missed_deadlines")
+
+
+def _since(stats: dict, base: dict) -> dict:
+    """``stats`` with the COUNTED_STATS counted from ``base`` (the values at a part's start)."""
+    return {k: v - base[k] if k in COUNTED_STATS and k in base and isinstance(v, (int, float)) else v
+            for k, v in stats.items()}
+
+
+def _write_stats_counter(writer, sampler, ts, base=None):
+    st = _since(dict(sampler.stats), base or {})
     writer.write(counter_event(STATS_COUNTER, ts(time.time_ns()), os.getpid(), 0,
-                               {"taken": st.get("taken"), "dropped": st.get("dropped"),
-                                "missed_deadlines": st.get("missed_deadlines")}))
+                               {k: st.get(k) for k in COUNTED_STATS}))

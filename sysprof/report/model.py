@@ -64,6 +64,31 @@ class ReportError(ValueError):
     """A trace that cannot be reported on or plotted, with a one-line reason."""
 
 
+def _parts_of_one(a, b) -> bool:
+    """Whether start (or stop) event args ``a`` and ``b`` are of two parts of one ``record --max-size``."""
+    pa, pb = (x.get("part") if isinstance(x, dict) else None for x in (a, b))
+    return (isinstance(pa, dict) and isinstance(pb, dict) and pa.get("recording_id") is not None
+            and pa.get("recording_id") == pb.get("recording_id"))
+
+
+def _before(a, b) -> bool:
+    return isinstance(a, (int, float)) and isinstance(b, (int, float)) and a < b
+
+
+def _add_parts(a: dict, b: dict) -> dict:
+    """The stop event args of two parts read as one: the later one's (``b``), with ``samples_written`` and the
+    counted statistics (``taken``, ``dropped``, ``missed_deadlines``) added up."""
+    out = dict(b)
+    sa, sb = a.get("stats") or {}, b.get("stats") or {}
+    out["stats"] = dict(sb)
+    for k in ("taken", "dropped", "missed_deadlines"):
+        if isinstance(sa.get(k), (int, float)) and isinstance(sb.get(k), (int, float)):
+            out["stats"][k] = sa[k] + sb[k]
+    if isinstance(a.get("samples_written"), int) and isinstance(b.get("samples_written"), int):
+        out["samples_written"] = a["samples_written"] + b["samples_written"]
+    return out
+
+
 class TraceData:
     """What ``report`` needs from a trace: per-channel series, the start metadata, the final stats.
 
@@ -117,10 +142,18 @@ class TraceData:
                 if isinstance(units, dict):
                     self.units.update((str(ch), u) for ch, u in units.items() if isinstance(u, str))
             elif ph in ("i", "I") and name == START_EVENT:
-                self.meta = _checked(ev.get("args"), _START_TYPES)
-                self.start_ts = ts
+                args = _checked(ev.get("args"), _START_TYPES)
+                if not (_parts_of_one(self.meta, args) and _before(self.start_ts, ts)):  # parts: the first start's
+                    self.meta = args
+                    self.start_ts = ts
             elif ph in ("i", "I") and name == STOP_EVENT:
-                self.stop = _checked(ev.get("args"), _STOP_TYPES)
+                args = _checked(ev.get("args"), _STOP_TYPES)
+                if _parts_of_one(self.stop, args):  # parts: the last stop's, their counts added up
+                    if _before(ts, self.stop_ts):
+                        args, ts = _add_parts(args, self.stop), self.stop_ts
+                    else:
+                        args = _add_parts(self.stop, args)
+                self.stop = args
                 self.stop_ts = ts
             elif not isinstance(ts, (int, float)):
                 continue

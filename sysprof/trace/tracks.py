@@ -327,6 +327,18 @@ class EventRenderer:
         out.sort(key=lambda e: e[0])  # stable: time order, tracks in channel order within a row
         return [e for _, e in out]
 
+    @property
+    def last_ns(self):
+        """The time (ns) of the last row seen, None before the first."""
+        return self._last_ts_ns
+
+    def new_file(self) -> list:
+        """The events that end this file (:meth:`finish`); the next row then writes every track (a new file starts
+        with every value)."""
+        out = self.finish()
+        self._changes.reset()
+        return out
+
     def finish(self) -> list:
         """Events that repeat the last row for every track not written at that row (the trace's end)."""
         if not self.changes_only or self._changes.prev is None:
