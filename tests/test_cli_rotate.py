@@ -207,3 +207,20 @@ def test_min_free_in_a_small_tmpfs(tmp_path):
     assert stop["stopped_writing"]["min_free_bytes"] == 2 << 20
     assert stop["stopped_writing"]["available_bytes"] < 2 << 20
     assert copy.stat().st_size < (4 << 20) - (1 << 20)  # stopped well before the file system filled up
+
+
+def test_default_floor_of_a_huge_file_system_is_capped(monkeypatch, tmp_path):
+    """1 % of a 100 TB shared file system (1 TB) is not "running low": the default's share counts up to 4 GiB."""
+    import collections
+
+    from sysprof.cli import output
+
+    St = collections.namedtuple("St", "f_blocks f_frsize f_bavail")
+    fs = {"st": St(100 * 10 ** 12 // 4096, 4096, 2 * 10 ** 11 // 4096)}  # 100 TB, 200 GB available
+    monkeypatch.setattr(output.os, "statvfs", lambda p: fs["st"])
+    guard = output._SpaceGuard(str(tmp_path / "t.json"), output.DEFAULT_MIN_FREE)
+    assert guard.low() is None
+    fs["st"] = St(100 * 10 ** 12 // 4096, 4096, (4 << 30) // 4096 - 1)  # just under 4 GiB available
+    assert guard.low() == (((4 << 30) // 4096 - 1) * 4096, 4 << 30)
+    fs["st"] = St(10 * 10 ** 9 // 4096, 4096, (200 << 20) // 4096)  # 10 GB: the floor is 256 MiB
+    assert guard.low() == (200 << 20, 256 << 20)

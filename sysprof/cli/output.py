@@ -271,14 +271,15 @@ class _Parts:
                 "part_size_bytes": self.part_size}
 
 
-#: the default free-space floor (--min-free): the larger of these bytes and this share of the file system
-DEFAULT_MIN_FREE = (256 << 20, 0.01)
+#: the default free-space floor (--min-free): the larger of these bytes and this share of the file system, the
+#: share counting at most the third number of bytes (1 % of a 100 TB shared file system is not "low")
+DEFAULT_MIN_FREE = (256 << 20, 0.01, 4 << 30)
 
 
 class _SpaceGuard:
     """The free-space floor of ``record`` (``--min-free``): :meth:`low` says (one ``statvfs``, about 1 µs: a few
     times a second, not per event) whether the file system of ``path`` has less than ``min_free`` (``(bytes,
-    fraction)``: the larger) available to unprivileged users (``f_bavail``). No floor (``(0, 0)``) or a device
+    fraction[, cap of the fraction's bytes])``: the larger) available to unprivileged users (``f_bavail``). No floor (``(0, 0)``) or a device
     output: never low."""
 
     def __init__(self, path: str, min_free: tuple, regular: bool = True):
@@ -294,6 +295,9 @@ class _SpaceGuard:
             st = os.statvfs(self.folder)
         except OSError:
             return None
-        floor = max(self.min_free[0], int(self.min_free[1] * st.f_blocks * st.f_frsize))
+        share = int(self.min_free[1] * st.f_blocks * st.f_frsize)
+        if len(self.min_free) > 2:
+            share = min(share, self.min_free[2])
+        floor = max(self.min_free[0], share)
         avail = st.f_bavail * st.f_frsize
         return (avail, floor) if avail < floor else None

@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--min-free", type=parse_free, metavar="SIZE|PCT",
                    help="stop writing when the trace's file system has less than this available (e.g. 1G, 5%%; "
                         "0: never); the command runs on, stderr and the stop event say so, the exit status is 1 "
-                        "unless the command's. Default: 256M or 1%% of the file system, the larger; checked at the "
-                        "start and five times a second")
+                        "unless the command's. Default: 256M or 1%% of the file system (at most 4G), the larger; "
+                        "checked at the start and five times a second")
     r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
                    help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
