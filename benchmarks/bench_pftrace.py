@@ -3,7 +3,8 @@ write and read cost per event of PerfettoTraceWriter / read_events against Chrom
 
 Method: `sysprof record --interval 1ms --duration D -o x.json` (the host set, then --all), `trials` times each; the
 events of each recording are written again with PerfettoTraceWriter (the same events, so the ratio compares the
-formats only) and with ChromeTraceWriter (the cost reference); each write and read is timed `repeats` times.
+formats only; flushed once per second of their timestamps, as `record` flushes, so each second is a chunk of its
+own) and with ChromeTraceWriter (the cost reference); each write and read is timed `repeats` times.
 Bytes per sample = file size / the samples the recording wrote (its stop event).
 
 Run alone: python benchmarks/bench_pftrace.py [--duration 3] [--trials 3] [--repeats 5]
@@ -39,6 +40,20 @@ def _timed(fn, repeats: int):
     return out
 
 
+def write_flushed(writer, events, period_us: float = 1e6) -> None:
+    """Write ``events``, flushing once per ``period_us`` of their timestamps (``sysprof record`` flushes every
+    second: each flush is a chunk of the .pftrace)."""
+    last = None
+    for e in events:
+        writer.write(e)
+        ts = e.get("ts")
+        if isinstance(ts, (int, float)):
+            last = ts if last is None else last
+            if ts - last >= period_us:
+                writer.flush()
+                last = ts
+
+
 def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
     duration, trials, repeats = cfg.get("pftrace", (3.0, 3, 5))
     try:
@@ -71,7 +86,7 @@ def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
 
                 def write_pf(events=events, pf=pf):
                     with PerfettoTraceWriter(pf, overwrite=True) as w:
-                        w.write_many(events)
+                        write_flushed(w, events)
 
                 def write_js(events=events, js=js):
                     with ChromeTraceWriter(js, overwrite=True) as w:

@@ -15,8 +15,6 @@ __all__ = ["read_events", "iter_packets"]
 log = logging.getLogger(__name__)
 
 _PH = {1: "B", 2: "E", 3: "i"}  # TrackEvent.Type -> Chrome phase (TYPE_COUNTER handled apart)
-#: the TracePacket fields the reader takes (a packet with none of them gives nothing)
-_USED = ("track_event", "track_descriptor", "clock_snapshot", "interned_data", "trace_packet_defaults")
 #: a varint is at most this many bytes (64 bits); a longer one is damage
 _MAX_VARINT = 10
 #: one compressed bundle inflates to at most this many bytes (the writer's chunks are about 1 MiB); more is damage
@@ -67,7 +65,12 @@ class _Scan:
     def _packets(self, data: bytes, outer: bool):
         pos, n = 0, len(data)
         while pos < n:
-            frame = self._frame(data, pos)
+            if data[pos] == _PACKET_TAG and pos + 1 < n and data[pos + 1] < 0x80 and (
+                    pos + 2 + data[pos + 1] == n or (pos + 2 + data[pos + 1] < n
+                                                     and data[pos + 2 + data[pos + 1]] == _PACKET_TAG)):
+                frame = pos + 2, pos + 2 + data[pos + 1]  # the common case: a small packet, then the next one
+            else:
+                frame = self._frame(data, pos)
             if frame is None:
                 if n - pos <= _MAX_VARINT and all(b & 0x80 for b in data[pos + 1:]):
                     return  # the file ends inside the last packet's length: cut short
@@ -230,10 +233,12 @@ class _Reader:
             self.clear()
         elif self.lost and p.sequence_flags & 2:  # SEQ_NEEDS_INCREMENTAL_STATE
             return False
-        used = any(p.HasField(f) for f in _USED)
+        used = False
         if p.HasField("trace_packet_defaults"):
             self.clock = p.trace_packet_defaults.timestamp_clock_id
+            used = True
         if p.HasField("interned_data"):
+            used = True
             data = p.interned_data
             for kind, table in (("n", data.event_names), ("c", data.event_categories),
                                 ("a", data.debug_annotation_names)):
@@ -247,7 +252,9 @@ class _Reader:
         if p.HasField("track_descriptor"):
             self.tracks[p.track_descriptor.uuid] = p.track_descriptor
             self.keys.pop(p.track_descriptor.uuid, None)
+            used = True
         if p.HasField("track_event"):
+            used = True
             ns = self.timestamp(p)
             if p.track_event.type == 4:  # TYPE_COUNTER
                 self.counter(p.track_event, ns)

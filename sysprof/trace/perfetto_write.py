@@ -79,7 +79,7 @@ class PerfettoTraceWriter(TraceWriter):
         self._uuid = 0
         self._chunk = 0           # chunks begun (each one self-contained: see _begin_chunk)
         self._names: dict = {}    # interned event names, categories, annotation names: (kind, str) -> iid
-        self._desc: dict = {}     # track uuid -> its TrackDescriptor's fields (the latest)
+        self._desc: dict = {}     # track uuid -> (parent uuid, its latest TrackDescriptor packet's bytes)
         self._declared: set = set()    # track uuids whose descriptor the current chunk holds
         self._tracks: dict = {}   # ("p", pid) / ("t", pid, tid) / ("m",) -> uuid
         self._groups: dict = {}   # (pid, tid, cat, name) -> _Group
@@ -109,11 +109,12 @@ class PerfettoTraceWriter(TraceWriter):
         if self._last_ns is not None:
             self._clock(self._last_ns)
 
-    def _put(self, packet) -> None:
+    def _put(self, packet) -> bytes:
+        """Buffer ``packet``; its bytes in the file (the Trace.packet field)."""
         data = packet.SerializeToString()
-        head = bytearray(b"\x0a") + _varint(len(data))  # Trace.packet: field 1, length-delimited
-        head += data
-        self._buf += head
+        data = bytes(b"\x0a" + _varint(len(data)) + data)  # Trace.packet: field 1, length-delimited
+        self._buf += data
+        return data
 
     def _drain(self) -> None:
         """Hand the buffered packets to the file: as one ``compressed_packets`` packet (deflate, as Perfetto's
@@ -181,19 +182,22 @@ class PerfettoTraceWriter(TraceWriter):
 
     def _put_descriptor(self, uuid: int, **fields) -> None:
         """Declare (again) track ``uuid`` with ``fields``, its parents first where this chunk lacks them."""
-        self._desc[uuid] = fields
         parent = fields.get("parent_uuid")
         if parent:
             self._use(parent)
         p = self._TP(trusted_packet_sequence_id=SEQUENCE_ID)
         p.track_descriptor.CopyFrom(self._pb.TrackDescriptor(uuid=uuid, **fields))
-        self._put(p)
+        self._desc[uuid] = (parent, self._put(p))
         self._declared.add(uuid)
 
     def _use(self, uuid: int) -> int:
         """``uuid``, its descriptor (and its parents') in the current chunk."""
         if uuid not in self._declared:
-            self._put_descriptor(uuid, **self._desc[uuid])
+            parent, packet = self._desc[uuid]
+            if parent:
+                self._use(parent)
+            self._buf += packet
+            self._declared.add(uuid)
         return uuid
 
     def _process_fields(self, pid):
