@@ -11,6 +11,7 @@ import pytest
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 from sysprof.trace import perfetto_read  # noqa: E402
+from sysprof.trace.load import load_events  # noqa: E402
 from sysprof.trace.perfetto import read_events  # noqa: E402
 from sysprof.trace.perfetto_write import PerfettoTraceWriter  # noqa: E402
 
@@ -102,6 +103,11 @@ def test_a_flipped_bit_costs_only_the_chunk_it_lands_in(tmp_path, caplog):
         assert got in (events[:lo] + events[hi:], events), offset
         read_through += got == events
     assert 0 < read_through < 10
+    # the first byte too, by any reader of traces (`sysprof report`)
+    first = _flipped(tmp_path, data, 0, 4)
+    assert load_events(first) == events
+    proc = run_cli("report", first, "--json")
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_uncompressed_a_flipped_bit_keeps_the_chunks_before_and_after(tmp_path):
