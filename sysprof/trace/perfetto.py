@@ -50,7 +50,8 @@ clears the incremental state and sets it again: trace defaults, a ``ClockSnapsho
 interned names it uses, the ``TrackDescriptor`` of every track it uses (parents first), each counter's values in
 full the first time. The reader checks each chunk whole (deflate's Adler-32), skips a damaged one and finds the
 next packet boundary (see :class:`~sysprof.trace.perfetto_read._Scan`). The cost: a recording flushed every second
-is 1.2–1.6 × the size it was with these written once (host set, 10 ms to 1 ms). Uncompressed traces have no
+is 1.1–1.6 × the size of the same events in one chunk (``benchmarks/bench_pftrace.py``: ``--all`` 1.08 ×, the host
+set 1.46 × at 1 ms; 1.6 × at the default 10 ms, where a second holds few events). Uncompressed traces have no
 checksum: a flipped bit there can change a value unnoticed (still only in its chunk).
 
 What a reader gets back (:func:`~sysprof.trace.perfetto_read.read_events`): the same events, in the same order,
