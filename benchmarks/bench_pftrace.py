@@ -3,7 +3,10 @@ write and read cost per event of PerfettoTraceWriter / read_events against Chrom
 
 Method: `sysprof record --interval 1ms --duration D -o x.json` (the host set, then --all), `trials` times each; the
 events of each recording are written again with PerfettoTraceWriter (the same events, so the ratio compares the
-formats only) and with ChromeTraceWriter (the cost reference); each write and read is timed `repeats` times.
+formats only; flushed once per second of their timestamps, as `record` flushes, so each second is a chunk of its
+own) and with ChromeTraceWriter (the cost reference); each write and read is timed `repeats` times. The cost of the
+per-second chunks (each one self-contained, so that damage costs only its own): size and write time against the
+same events written as one chunk, in the same run.
 Bytes per sample = file size / the samples the recording wrote (its stop event).
 
 Run alone: python benchmarks/bench_pftrace.py [--duration 3] [--trials 3] [--repeats 5]
@@ -39,6 +42,20 @@ def _timed(fn, repeats: int):
     return out
 
 
+def write_flushed(writer, events, period_us: float = 1e6) -> None:
+    """Write ``events``, flushing once per ``period_us`` of their timestamps (``sysprof record`` flushes every
+    second: each flush is a chunk of the .pftrace)."""
+    last = None
+    for e in events:
+        writer.write(e)
+        ts = e.get("ts")
+        if isinstance(ts, (int, float)):
+            last = ts if last is None else last
+            if ts - last >= period_us:
+                writer.flush()
+                last = ts
+
+
 def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
     duration, trials, repeats = cfg.get("pftrace", (3.0, 3, 5))
     try:
@@ -57,6 +74,7 @@ def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
     try:
         for label, flags in SETS:
             ratios, bps_json, bps_pf, w_json, w_pf, r_json, r_pf, evs = [], [], [], [], [], [], [], []
+            chunk_size, chunk_time = [], []
             for trial in range(trials):
                 js = os.path.join(tmp, f"{trial}.json")
                 pf = os.path.join(tmp, f"{trial}.pftrace")
@@ -71,6 +89,10 @@ def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
 
                 def write_pf(events=events, pf=pf):
                     with PerfettoTraceWriter(pf, overwrite=True) as w:
+                        write_flushed(w, events)
+
+                def write_one_chunk(events=events, pf=pf + ".one"):
+                    with PerfettoTraceWriter(pf, overwrite=True) as w:
                         w.write_many(events)
 
                 def write_js(events=events, js=js):
@@ -78,8 +100,11 @@ def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
                         w.write_many(events)
 
                 n = len(events)
-                w_pf += [t / n * 1e6 for t in _timed(write_pf, repeats)]
+                pairs = [(_timed(write_pf, 1)[0], _timed(write_one_chunk, 1)[0]) for _ in range(repeats)]  # alternated
+                w_pf += [t / n * 1e6 for t, _ in pairs]
+                chunk_time += [t / one for t, one in pairs]
                 w_json += [t / n * 1e6 for t in _timed(write_js, repeats)]
+                chunk_size.append(os.path.getsize(pf) / os.path.getsize(pf + ".one"))
                 r_pf += [t / n * 1e6 for t in _timed(lambda: read_events(pf), repeats)]
                 r_json += [t / n * 1e6 for t in _timed(lambda: read_trace(js), repeats)]
                 size_js, size_pf = os.path.getsize(js), os.path.getsize(pf)
@@ -91,7 +116,8 @@ def bench_pftrace(cfg, sysprof) -> Dict[str, Any]:
             res["sets"][label] = {"ratio": dist(ratios, "x"), "json_bytes_per_sample": dist(bps_json, "B"),
                                   "pftrace_bytes_per_sample": dist(bps_pf, "B"), "events": dist(evs, "events"),
                                   "write_us_per_event": {"pftrace": dist(w_pf, "us"), "json": dist(w_json, "us")},
-                                  "read_us_per_event": {"pftrace": dist(r_pf, "us"), "json": dist(r_json, "us")}}
+                                  "read_us_per_event": {"pftrace": dist(r_pf, "us"), "json": dist(r_json, "us")},
+                                  "chunks_vs_one": {"size": dist(chunk_size, "x"), "write": dist(chunk_time, "x")}}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
@@ -108,9 +134,11 @@ def print_pftrace(res) -> str:
         rows.append([label, fmt(s["events"]["median"]), fd(s["ratio"]), fmt(s["json_bytes_per_sample"]["median"]),
                      fmt(s["pftrace_bytes_per_sample"]["median"]),
                      fd(s["write_us_per_event"]["json"]), fd(s["write_us_per_event"]["pftrace"]),
-                     fd(s["read_us_per_event"]["json"]), fd(s["read_us_per_event"]["pftrace"])])
+                     fd(s["read_us_per_event"]["json"]), fd(s["read_us_per_event"]["pftrace"]),
+                     fd(s["chunks_vs_one"]["size"]), fd(s["chunks_vs_one"]["write"])])
     out += table(["set", "events", "JSON / .pftrace size (x)", "JSON B/sample", ".pftrace B/sample",
-                  "JSON write µs/event", ".pftrace write µs/event", "JSON read µs/event", ".pftrace read µs/event"],
+                  "JSON write µs/event", ".pftrace write µs/event", "JSON read µs/event", ".pftrace read µs/event",
+                  "per-second chunks / one chunk: size (x)", "write time (x)"],
                  rows)
     return out + "\n\ngoal: .pftrace >= 5x smaller than the JSON of the same recording\n"
 

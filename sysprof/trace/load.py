@@ -9,8 +9,9 @@
 * a Perfetto protobuf trace (a ``Trace`` message: its packets are field 1, length-delimited, so the file starts
   with the tag byte ``0x0a`` and a varint length): read by :func:`sysprof.trace.perfetto.read_events`, imported
   only then. A name ending in ``.pftrace``, ``.perfetto-trace`` or ``.pb`` is read as protobuf first (a packet
-  91 bytes long starts ``0a 5b``, which is also ``\\n[``); any other name whose JSON reading finds no event but
-  starts with ``0x0a`` is read as protobuf next.
+  91 bytes long starts ``0a 5b``, which is also ``\\n[``), and so is such a name whose first byte is not JSON's
+  (a damaged tag); any other name whose JSON reading finds no event but starts with ``0x0a`` is read as protobuf
+  next.
 
 Only regular files are read (a FIFO or a device would block or never end), opened without blocking. A JSON trace
 is streamed (:func:`sysprof.trace.chrome.read_trace`'s bounds and damage rules): only its first MiB is read to
@@ -55,8 +56,8 @@ def trace_format(path: PathLike, data: bytes) -> str:
         return "perfetto"
     if data.lstrip(_JSON_SPACE)[:1] in (b"[", b"{"):
         return "json"
-    if _packet_start(data):
-        return "perfetto"
+    if _packet_start(data) or (data and os.fspath(path).lower().endswith(PERFETTO_SUFFIXES)):
+        return "perfetto"  # (a .pftrace whose first byte is damaged: its reader reads past that)
     return "unknown"
 
 

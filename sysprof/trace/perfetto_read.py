@@ -2,6 +2,8 @@
 :func:`read_events` (the format and what comes back: :mod:`sysprof.trace.perfetto`)."""
 from __future__ import annotations
 
+import itertools
+import logging
 import zlib
 
 from .chrome import _open_trace
@@ -10,79 +12,199 @@ from .perfetto import (INCREMENTAL_CLOCK, METADATA_TRACK, RESIDUAL, PathLike, Tr
 
 __all__ = ["read_events", "iter_packets"]
 
+log = logging.getLogger(__name__)
+
 _PH = {1: "B", 2: "E", 3: "i"}  # TrackEvent.Type -> Chrome phase (TYPE_COUNTER handled apart)
+#: a varint is at most this many bytes (64 bits); a longer one is damage
+_MAX_VARINT = 10
+#: one compressed bundle inflates to at most this many bytes (the writer's chunks are about 1 MiB); more is damage
+MAX_INFLATED = 16 << 20
+#: reading stops after this many packets that give nothing (damaged, refused, empty), plus 4 per event read
+MAX_JUNK = 100_000
+_PACKET_TAG = 0x0A      # Trace.packet: field 1, length-delimited
+_BUNDLE_TAG = b"\x92\x03"  # TracePacket.compressed_packets: field 50, length-delimited
 
 
 def _varint(data: bytes, pos: int):
-    """``(value, next position)`` of the varint at ``pos``; None where the data ends inside it."""
+    """``(value, next position)`` of the varint at ``pos``; None where the data ends inside it or it is longer than
+    a varint can be."""
     value = shift = 0
-    n = len(data)
-    while pos < n:
+    for pos in range(pos, min(len(data), pos + _MAX_VARINT)):
         b = data[pos]
-        pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            return value, pos
+            return value, pos + 1
         shift += 7
     return None
 
 
+def _boundary(data: bytes, pos: int) -> bool:
+    """Whether a packet may start at ``pos`` (or the data ends there)."""
+    return pos == len(data) or data[pos] == _PACKET_TAG
+
+
+class _Scan:
+    """Splits a ``Trace`` message's bytes into its ``TracePacket`` messages, expanding ``compressed_packets`` bundles,
+    and steps over damage: a packet whose framing, protobuf or deflate data is bad is skipped (``damaged`` counts
+    them, and a None takes its place in what :meth:`packets` yields), and reading goes on at the next place where a
+    whole, well-formed packet starts (the tag byte, a length ending on the next packet's tag or the end, a
+    packet that parses and serializes back to the same bytes). A bundle whose outer length was damaged is told
+    apart by its own length (the bundle field's). Bounded: protobuf parses of candidates while resynchronising, in
+    bytes, at most ``4 * len(data) + 1 MiB``; a bundle inflates to at most :data:`MAX_INFLATED` bytes, and bundles
+    inside bundles are damage."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.damaged = 0
+        self.budget = 4 * len(data) + (1 << 20)
+        self.TracePacket = protos().TracePacket
+
+    def packets(self):
+        yield from self._packets(self.data, True)
+
+    def _packets(self, data: bytes, outer: bool):
+        pos, n = 0, len(data)
+        while pos < n:
+            if data[pos] == _PACKET_TAG and pos + 1 < n and data[pos + 1] < 0x80 and (
+                    pos + 2 + data[pos + 1] == n or (pos + 2 + data[pos + 1] < n
+                                                     and data[pos + 2 + data[pos + 1]] == _PACKET_TAG)):
+                frame = pos + 2, pos + 2 + data[pos + 1]  # the common case: a small packet, then the next one
+            else:
+                frame = self._frame(data, pos)
+            if frame is None:
+                if n - pos <= _MAX_VARINT and all(b & 0x80 for b in data[pos + 1:]):
+                    return  # the file ends inside the last packet's length: cut short
+                yield self._damage()
+                pos = self._resync(data, pos + 1)
+                continue
+            start, end = frame
+            if end > n:  # the last packet, cut short (a killed recorder's) or a damaged length
+                nxt = self._resync(data, pos + 1)
+                if nxt < n:
+                    yield self._damage()
+                    pos = nxt
+                    continue
+                if outer:
+                    yield from self._cut_bundle(data[start:])
+                return
+            packet = self._parse(data, start, end)
+            if packet is None or not (_boundary(data, end) or self._bundle_end(data, start) == end
+                                      or self._frame(data, end) is not None):  # (the next packet's tag damaged)
+                yield self._damage()
+                pos = self._resync(data, pos + 1)
+                continue
+            pos = end
+            if not packet.HasField("compressed_packets"):
+                yield packet
+                continue
+            inner = self._inflate(packet.compressed_packets) if outer else None
+            if inner is None:
+                yield self._damage()
+                continue
+            yield from self._packets(inner, False)  # deflate's checksum held: its packets are as written
+
+    def _damage(self):
+        self.damaged += 1
+        return None
+
+    @staticmethod
+    def _bundle_end(data: bytes, start: int):
+        """Where the ``compressed_packets`` bundle starting at ``start`` ends by its own length (None: not one)."""
+        if data[start:start + 2] != _BUNDLE_TAG:
+            return None
+        inner = _varint(data, start + 2)
+        return None if inner is None else inner[1] + inner[0]
+
+    def _frame(self, data: bytes, pos: int):
+        """``(start, end)`` of the packet whose tag is at ``pos`` (end may be past the data: a cut packet); None
+        where none plausibly starts there."""
+        length = _varint(data, pos + 1)
+        if length is None:
+            return None
+        start = length[1]
+        end = start + length[0]
+        inner = self._bundle_end(data, start)
+        if inner is not None and inner != end and inner <= len(data) and _boundary(data, inner) \
+                and (end > len(data) or not _boundary(data, end)):
+            end = inner  # the outer length is damaged; the bundle's own says where it ends
+        if data[pos] != _PACKET_TAG and not (end <= len(data) and _boundary(data, end) and (
+                inner == end or self._plausible(data, start, end))):
+            return None  # a damaged tag is read through only where the packet is plausible: see _resync
+        return start, end
+
+    def _parse(self, data: bytes, start: int, end: int):
+        try:
+            return self.TracePacket.FromString(data[start:end])
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError, or any other refusal: damage
+            return None
+
+    def _resync(self, data: bytes, pos: int) -> int:
+        """The next position from ``pos`` on where a whole, well-formed packet starts (the end where none does)."""
+        n = len(data)
+        while self.budget > 0:
+            pos = data.find(b"\x0a", pos)
+            if pos < 0:
+                return n
+            frame = self._frame(data, pos)
+            if frame is not None and frame[1] <= n and _boundary(data, frame[1]) and self._plausible(data, *frame):
+                return pos
+            pos += 1
+        self.damaged += 1  # out of budget: the rest is left unread
+        return n
+
+    def _plausible(self, data: bytes, start: int, end: int) -> bool:
+        """Whether ``data[start:end]`` is a packet as a writer makes them: it parses and serializes back to the
+        same bytes, and it is on a sequence or a bundle (random bytes almost never are)."""
+        self.budget -= end - start
+        packet = self._parse(data, start, end)
+        return packet is not None and packet.SerializeToString() == data[start:end] and bool(
+            packet.trusted_packet_sequence_id or packet.HasField("compressed_packets"))
+
+    @staticmethod
+    def _inflate(blob: bytes):
+        """The bytes a whole ``compressed_packets`` bundle inflates to; None where it is damaged or too big."""
+        inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        try:
+            out = inflate.decompress(blob, MAX_INFLATED)
+        except zlib.error:
+            return None
+        return out if inflate.eof and not inflate.unconsumed_tail else None
+
+    def _cut_bundle(self, part: bytes):
+        """The whole packets at the start of a cut-off ``compressed_packets`` packet (its deflate stream cut short
+        too: unchecked, as far as it inflates)."""
+        if not part.startswith(_BUNDLE_TAG):
+            return
+        length = _varint(part, 2)
+        if length is None:
+            return
+        inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        try:
+            inner = inflate.decompress(part[length[1]:], MAX_INFLATED)
+        except zlib.error:
+            return
+        for packet in self._packets(inner, False):
+            if packet is None:  # what the cut left of its last packet, or damage: the end of what is known
+                return
+            yield packet
+
+
 def iter_packets(data: bytes):
     """The ``TracePacket`` messages of a ``Trace`` message's bytes, in order, those of ``compressed_packets``
-    bundles expanded in their place, up to the last whole one: a truncated or unreadable tail ends the iteration
-    (a cut-off compressed bundle yields the whole packets its data still holds).
+    bundles expanded in their place, up to the last whole one (a cut-off compressed bundle yields the whole packets
+    its data still holds); damaged packets and bundles are left out (see :class:`_Scan`).
 
     Raises:
         ValueError: the data does not start like a Perfetto trace (a ``Trace.packet`` field).
     """
-    TracePacket = protos().TracePacket
-    pos, n = 0, len(data)
-    if n and data[0] != 0x0A:
+    return (p for p in _scan(data).packets() if p is not None)
+
+
+def _scan(data: bytes) -> _Scan:
+    scan = _Scan(data)
+    if data and data[0] != _PACKET_TAG and scan._frame(data, 0) is None:
         raise ValueError("not a Perfetto protobuf trace (it does not start with a TracePacket)")
-    while pos < n:
-        tag = _varint(data, pos)
-        length = None if tag is None else _varint(data, tag[1])
-        if length is None:
-            return
-        key, (size, pos) = tag[0], length
-        end = pos + size
-        if end > n:  # the last packet was cut short: what a compressed bundle's start still holds
-            yield from _cut_bundle(data[pos:])
-            return
-        if key != 0x0A:  # another field of Trace: skip it (length-delimited only; else stop)
-            if key & 7 != 2:
-                return
-            pos = end
-            continue
-        try:
-            packet = TracePacket.FromString(data[pos:end])
-        except Exception:  # noqa: BLE001 - a corrupt packet ends what can be read
-            return
-        pos = end
-        if packet.HasField("compressed_packets"):
-            try:
-                inner = zlib.decompress(packet.compressed_packets, 32 + zlib.MAX_WBITS)
-            except zlib.error:
-                return
-            yield from iter_packets(inner)
-        else:
-            yield packet
-
-
-def _cut_bundle(part: bytes):
-    """The whole packets at the start of a cut-off ``compressed_packets`` packet (field 50: tag 0x92 0x03)."""
-    if not part.startswith(b"\x92\x03"):
-        return
-    length = _varint(part, 2)
-    if length is None:
-        return
-    inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)
-    try:
-        inner = inflate.decompress(part[length[1]:])
-    except zlib.error:
-        return
-    if inner:
-        yield from iter_packets(inner)
+    return scan
 
 
 class _Reader:
@@ -97,14 +219,26 @@ class _Reader:
         self.state: dict = {}           # counter (group track uuid) -> {key: value}: its current values
         self.keys: dict = {}            # counter track uuid -> its args key
         self.cats: dict = {}            # counter -> its category (None: none)
-        self.pending = None             # (group uuid, ns, event) of the counter event being assembled
+        self.pending = None             # (group uuid, ns) of the counter event being assembled
+        self.carried = None             # the pending counter's group, its values from before the state was cleared
+        self.lost = False               # packets were lost: those needing incremental state wait for it cleared
 
-    def packet(self, p) -> None:
+    def packet(self, p) -> bool:
+        """Take packet ``p`` (None: a damaged one); whether it holds anything sysprof writes."""
+        if p is None:  # a damaged packet or bundle, skipped: what it set is unknown until the state is cleared
+            self.finish_counter()
+            self.lost = True
+            return False
         if p.sequence_flags & 1 or p.incremental_state_cleared:  # SEQ_INCREMENTAL_STATE_CLEARED
-            self.names.clear()
+            self.clear()
+        elif self.lost and p.sequence_flags & 2:  # SEQ_NEEDS_INCREMENTAL_STATE
+            return False
+        used = False
         if p.HasField("trace_packet_defaults"):
             self.clock = p.trace_packet_defaults.timestamp_clock_id
+            used = True
         if p.HasField("interned_data"):
+            used = True
             data = p.interned_data
             for kind, table in (("n", data.event_names), ("c", data.event_categories),
                                 ("a", data.debug_annotation_names)):
@@ -114,16 +248,32 @@ class _Reader:
             for clock in p.clock_snapshot.clocks:
                 if clock.clock_id == INCREMENTAL_CLOCK:
                     self.last_ns = clock.timestamp
-            return
+            return True
         if p.HasField("track_descriptor"):
             self.tracks[p.track_descriptor.uuid] = p.track_descriptor
+            self.keys.pop(p.track_descriptor.uuid, None)
+            used = True
         if p.HasField("track_event"):
+            used = True
             ns = self.timestamp(p)
             if p.track_event.type == 4:  # TYPE_COUNTER
                 self.counter(p.track_event, ns)
             else:
                 self.finish_counter()
                 self.event(p.track_event, ns)
+        return used
+
+    def clear(self) -> None:
+        """A new chunk: interned names and counter values start again (the writer sends all of a counter's values
+        the first time in a chunk). A counter event being assembled keeps its values: the next packet may add to
+        it."""
+        self.names.clear()
+        self.keys.clear()
+        self.cats.clear()
+        self.lost = False
+        group = self.pending[0] if self.pending is not None else None
+        self.state = {group: self.state[group]} if group in self.state else {}
+        self.carried = group
 
     def timestamp(self, p) -> int:
         clock = p.timestamp_clock_id or self.clock
@@ -143,6 +293,8 @@ class _Reader:
         if pending is None or pending[0] != group or pending[1] != ns:
             self.finish_counter()
             self.pending = (group, ns)
+        else:
+            self.carried = None  # the same event goes on, with all its values in this chunk
         state = self.state.setdefault(group, {})
         keys = self.keys
         for uuid, value in values:
@@ -166,6 +318,9 @@ class _Reader:
         pid, tid = self.owner(desc.parent_uuid)
         event = {"name": desc.name, "ph": "C", "ts": TraceTime(ns), "pid": pid, "tid": tid,
                  "args": dict(self.state[group])}
+        if self.carried == group:  # its values were from before the state was cleared: gone now
+            del self.state[group]
+            self.carried = None
         cat = self.cats.get(group)
         if cat is not None:
             event["cat"] = cat
@@ -222,19 +377,40 @@ def read_events(path: PathLike) -> list:
     event dicts (the ones :class:`sysprof.report.TraceData` reads), in the order written, up to the last whole
     packet (a truncated file reads as far as it goes).
 
+    A damaged packet or compressed bundle (a flipped bit, a torn write) is skipped with what depends on it, at most
+    its chunk (about a second of a recording: each one the writer writes reads without the others); the events
+    before and after it are read as written, and a warning (logger ``sysprof.trace.perfetto_read``) says how many
+    parts were skipped.
+
     Raises:
         ImportError: the ``perfetto`` or ``protobuf`` package is missing.
         FileNotFoundError / OSError: the file cannot be read.
         ValueError: not a Perfetto protobuf trace, or not one of sysprof's (a track event on a track it never
-            declared).
+            declared, a value where sysprof writes none).
     """
     with _open_trace(path) as f:
         data = f.read()
+    scan = _scan(data)
     reader = _Reader()
-    try:
-        for packet in iter_packets(data):
-            reader.packet(packet)
-    except KeyError as e:
-        raise ValueError(f"{path}: not a sysprof Perfetto trace (unknown track {e})") from None
-    reader.finish_counter()
+    refused, junk, first = 0, 0, None
+    for packet in itertools.chain(scan.packets(), [False]):
+        try:
+            if packet is False or junk > MAX_JUNK + 4 * len(reader.events):  # the end (or a bomb of empty packets)
+                reader.finish_counter()
+                scan.damaged += packet is not False
+                break
+            junk += not reader.packet(packet)
+        except (KeyError, AttributeError, TypeError, ValueError, IndexError, RecursionError) as e:
+            refused += 1  # not what sysprof writes (a value changed unnoticed in an uncompressed trace): skipped
+            junk += 1
+            first = first or (f"unknown track {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}")
+    if refused and not reader.events:
+        raise ValueError(f"{path}: not a sysprof Perfetto trace ({first})")
+    if scan.damaged and not reader.events:
+        raise ValueError(f"{path}: damaged: no packet of it reads ({scan.damaged} damaged part"
+                         f"{'s' if scan.damaged > 1 else ''})")
+    if scan.damaged or refused:
+        n = scan.damaged + refused
+        log.warning("%s: %d damaged part%s skipped (the events in %s are lost; the rest is read)", path, n,
+                    "s" if n > 1 else "", "them" if n > 1 else "it")
     return reader.events

@@ -17,7 +17,7 @@ from .schema import UNITS_EVENT, join_channel
 
 __all__ = ["PerfettoTraceWriter"]
 
-#: packets are buffered up to this many bytes, then written (compressed); flush() writes them at once
+#: packets are buffered up to this many bytes, then written (compressed) as one chunk; flush() writes them at once
 BUFFER_BYTES = 1 << 20
 
 _NATIVE = {"B", "E", "X", "i", "I"}
@@ -27,7 +27,7 @@ _NATIVE_KEYS = {"name", "ph", "ts", "pid", "tid", "cat", "args"}
 class _Group:
     """A counter (one event name of one pid/tid/cat): its track, its channels' tracks, their last values."""
 
-    __slots__ = ("uuid", "name", "cat", "tracks", "last")
+    __slots__ = ("uuid", "name", "cat", "tracks", "last", "chunk")
 
     def __init__(self, uuid, name, cat):
         self.uuid = uuid
@@ -35,6 +35,7 @@ class _Group:
         self.cat = cat
         self.tracks: dict = {}  # key -> (uuid, channel)
         self.last: dict = {}    # key -> last value written
+        self.chunk = 0          # the chunk its values were last written in full
 
 
 class PerfettoTraceWriter(TraceWriter):
@@ -76,7 +77,10 @@ class PerfettoTraceWriter(TraceWriter):
         self._last_ns = None      # the incremental clock's value; None: no ClockSnapshot written yet
         self._head: list = []     # packets waiting for the first timestamp (the ClockSnapshot)
         self._uuid = 0
+        self._chunk = 0           # chunks begun (each one self-contained: see _begin_chunk)
         self._names: dict = {}    # interned event names, categories, annotation names: (kind, str) -> iid
+        self._desc: dict = {}     # track uuid -> (parent uuid, its latest TrackDescriptor packet's bytes)
+        self._declared: set = set()    # track uuids whose descriptor the current chunk holds
         self._tracks: dict = {}   # ("p", pid) / ("t", pid, tid) / ("m",) -> uuid
         self._groups: dict = {}   # (pid, tid, cat, name) -> _Group
         self._proc_names: dict = {}    # pid -> process_name; (pid, tid) -> thread_name
@@ -84,26 +88,33 @@ class PerfettoTraceWriter(TraceWriter):
         self._TP, self._TE = pb.TracePacket, pb.TrackEvent
         self._NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
         forks.register(self)
-        self._start()
 
     # the child of a fork must not write the parent's trace (ChromeTraceWriter's rule, same attributes)
     _after_fork_in_child = ChromeTraceWriter._after_fork_in_child
 
     # ------------------------------------------------------------------ packets
-    def _start(self) -> None:
-        pb = self._pb
-        p = self._TP(trusted_packet_sequence_id=SEQUENCE_ID, first_packet_on_sequence=True,
-                     sequence_flags=pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED)
+    def _begin_chunk(self) -> None:
+        """Open a chunk (the packets one :meth:`_drain` writes): it clears the sequence's incremental state and
+        sets it again (defaults, the clock; interned names, track descriptors and full counter values as they are
+        used), so that it reads without the chunks before it: a damaged chunk costs only itself."""
+        self._chunk += 1
+        self._names = {}
+        self._declared = set()
+        p = self._TP(trusted_packet_sequence_id=SEQUENCE_ID,
+                     sequence_flags=self._pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED)
+        if self._chunk == 1:
+            p.first_packet_on_sequence = True
         p.trace_packet_defaults.timestamp_clock_id = INCREMENTAL_CLOCK
         self._put(p)
+        if self._last_ns is not None:
+            self._clock(self._last_ns)
 
-    def _put(self, packet) -> None:
+    def _put(self, packet) -> bytes:
+        """Buffer ``packet``; its bytes in the file (the Trace.packet field)."""
         data = packet.SerializeToString()
-        head = bytearray(b"\x0a") + _varint(len(data))  # Trace.packet: field 1, length-delimited
-        head += data
-        self._buf += head
-        if len(self._buf) >= BUFFER_BYTES:
-            self._drain()
+        data = bytes(b"\x0a" + _varint(len(data)) + data)  # Trace.packet: field 1, length-delimited
+        self._buf += data
+        return data
 
     def _drain(self) -> None:
         """Hand the buffered packets to the file: as one ``compressed_packets`` packet (deflate, as Perfetto's
@@ -170,9 +181,24 @@ class PerfettoTraceWriter(TraceWriter):
         return self._uuid
 
     def _put_descriptor(self, uuid: int, **fields) -> None:
+        """Declare (again) track ``uuid`` with ``fields``, its parents first where this chunk lacks them."""
+        parent = fields.get("parent_uuid")
+        if parent:
+            self._use(parent)
         p = self._TP(trusted_packet_sequence_id=SEQUENCE_ID)
         p.track_descriptor.CopyFrom(self._pb.TrackDescriptor(uuid=uuid, **fields))
-        self._put(p)
+        self._desc[uuid] = (parent, self._put(p))
+        self._declared.add(uuid)
+
+    def _use(self, uuid: int) -> int:
+        """``uuid``, its descriptor (and its parents') in the current chunk."""
+        if uuid not in self._declared:
+            parent, packet = self._desc[uuid]
+            if parent:
+                self._use(parent)
+            self._buf += packet
+            self._declared.add(uuid)
+        return uuid
 
     def _process_fields(self, pid):
         fields = {"pid": pid}
@@ -196,7 +222,7 @@ class PerfettoTraceWriter(TraceWriter):
             else:
                 uuid = self._descriptor(**self._thread_fields(pid, tid))
             self._tracks[key] = uuid
-        return uuid
+        return self._use(uuid)
 
     def _name_track(self, event: dict) -> None:
         """``process_name`` / ``thread_name`` metadata: name the descriptor (again, if it was declared)."""
@@ -226,6 +252,8 @@ class PerfettoTraceWriter(TraceWriter):
         """
         if self._closed:
             raise ValueError(f"PerfettoTraceWriter for {self.path} is closed")
+        if not self._buf:
+            self._begin_chunk()
         ph = event.get("ph")
         if ph == "C" and _is_int(event.get("pid")) and _is_int(event.get("tid")) and "ts" in event \
                 and _NATIVE_KEYS.issuperset(event) and isinstance(event.get("name"), str) \
@@ -236,6 +264,8 @@ class PerfettoTraceWriter(TraceWriter):
         else:
             self._stored(event)
         self._count += 1
+        if len(self._buf) >= BUFFER_BYTES and not self._head:  # a chunk ends between events, never inside one
+            self._drain()
 
     def _counter(self, event: dict) -> None:
         ns = ts_ns(event["ts"])
@@ -250,9 +280,10 @@ class PerfettoTraceWriter(TraceWriter):
             group = self._groups[(pid, tid, cat, name)] = _Group(self._descriptor(parent_uuid=parent, name=name),
                                                                name, cat)
         last = group.last
+        full = group.chunk != self._chunk  # its first values in this chunk: all of them (the reader's are cleared)
         values = []
         for k, v in args.items():
-            if k in last and last[k] == v:
+            if not full and k in last and last[k] == v:
                 continue  # unchanged
             if v.__class__ is float or (isinstance(v, (int, float)) and not isinstance(v, bool)):
                 values.append((k, v))  # (anything else is not a number: no channel)
@@ -267,20 +298,22 @@ class PerfettoTraceWriter(TraceWriter):
                 last.pop(k, None)
             else:
                 last[k] = v
+        group.chunk = self._chunk
         for lo in range(0, len(values), MAX_VALUES):
             self._counter_packet(group, values[lo:lo + MAX_VALUES], ns)
 
     def _counter_track(self, group: _Group, key: str):
         track = group.tracks.get(key)
-        if track is None:
-            channel = join_channel(group.name, key)
-            label = channel if _key_from_channel(group.name, channel) == key else f"{group.name}/{key}"
-            counter = dict(counter_unit(self._pb, self._units.get(channel)))
-            if group.cat is not None:
-                counter["categories"] = [group.cat]
-            uuid = self._descriptor(parent_uuid=group.uuid, name=label, counter=self._pb.CounterDescriptor(**counter))
-            track = group.tracks[key] = (uuid, channel, label, counter)
-        return track[0]
+        if track is not None:
+            return self._use(track[0])
+        channel = join_channel(group.name, key)
+        label = channel if _key_from_channel(group.name, channel) == key else f"{group.name}/{key}"
+        counter = dict(counter_unit(self._pb, self._units.get(channel)))
+        if group.cat is not None:
+            counter["categories"] = [group.cat]
+        uuid = self._descriptor(parent_uuid=group.uuid, name=label, counter=self._pb.CounterDescriptor(**counter))
+        group.tracks[key] = (uuid, channel, label, counter)
+        return uuid
 
     def _counter_packet(self, group: _Group, values: list, ns: int) -> None:
         p, te = self._event_packet()
@@ -386,6 +419,7 @@ class PerfettoTraceWriter(TraceWriter):
         uuid = self._tracks.get(("m",))
         if uuid is None:
             uuid = self._tracks[("m",)] = self._descriptor(name=METADATA_TRACK)
+        self._use(uuid)
         p, te = self._event_packet()
         te.type = self._TE.TYPE_INSTANT
         te.track_uuid = uuid
@@ -421,6 +455,8 @@ class PerfettoTraceWriter(TraceWriter):
         :func:`read_events` returns every event written so far. No-op once closed."""
         if self._closed:
             return
+        if not self._chunk:  # no event yet: the file still opens like a trace
+            self._begin_chunk()
         if self._head:
             self._clock(self._last_ns if self._last_ns is not None else _now_ns())
         self._drain()
