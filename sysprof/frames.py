@@ -4,11 +4,13 @@
 * :func:`read_trace` (``sysprof.read_trace(path)``): any sysprof trace file (``sysprof record``'s Chrome JSON,
   ``.json.gz``, truncated ones too; the Composer layout of ``JSONTraceHandler`` / ``sysprof.profile()``;
   Perfetto protobuf), through :class:`sysprof.report.TraceData`. A trace stores a counter's value only when it
-  changes; the frame has a row per sampled time the trace holds (the union of its counter events' timestamps),
-  each value holding from its event until its counter's next event (Chrome's and Perfetto's step semantics).
-  NaN before a channel's first event, and from an event of its counter that lacks it (unknown) until the
-  counter's next one. A sample at which no value changed left no event, so it has no row: its values are the
-  row before's (``df.reindex(grid, method="ffill")`` puts the frame on a grid of your choice).
+  changes, and (``sysprof record``) the times of all its samples (``sysprof samples`` events): the frame has a
+  row per sample, each value holding from its event until its counter's next event (Chrome's and Perfetto's
+  step semantics), so ``df.mean()`` weighs values by samples, i.e. by time at a fixed interval. NaN before a
+  channel's first event, and from an event of its counter that lacks it (unknown) until the counter's next one.
+  A trace that does not list its samples (every row written, Composer's layout, older sysprof) has a row per
+  time a counter event was written; ``read_trace(path, changes=True)`` gives that for any trace (the raw
+  changes).
 * :func:`parquet_bytes`, :func:`csv_text`: the files ``sysprof export`` writes.
 
 Every frame has a UTC :class:`pandas.DatetimeIndex` named ``time`` (ns resolution), one float64 column per channel
@@ -154,10 +156,40 @@ def _exact_ns(events) -> Optional[Dict[float, int]]:
     return exact
 
 
-def trace_frame(data, events=None) -> Any:
-    """A :class:`~sysprof.report.TraceData` as a DataFrame (see the module docstring): a row per sampled time,
-    each channel's value held from its event to its counter's next. ``events``: the event list ``data`` was
-    read from, only for exact ``ts_ns`` timestamps where a reader supplied them.
+def _row_times(data, changes: bool):
+    """``(times in µs, exact ns or None)`` of the frame's rows: the listed samples (and, in a trace cut short, the
+    counter events after the last one listed), else the counter events' times."""
+    times = data.timestamps()
+    listed = getattr(data, "sample_ns", None)
+    if changes or listed is None or not listed.size:
+        return times, None
+    listed_us = listed / 1000.0
+    half = float(np.min(np.diff(listed_us))) / 2 if listed.size > 1 else 0.5
+    extra = times[times > listed_us[-1] + half] if data.stop_ts is None else times[:0]  # a stop's end rows: none
+    if not extra.size:
+        return listed_us, listed
+    return np.concatenate([listed_us, extra]), np.concatenate([listed, _us_to_ns(extra)])
+
+
+def _nearest_rows(t, times):
+    """For each event time ``t`` (ascending), the row of ``times`` (ascending) nearest to it: a µs float of one
+    ns time rounds differently in the event and in the sample list (0.25 µs apart at most today), while samples
+    are at least 1 µs apart. An event more than half a spacing after the last row gets ``times.size``."""
+    j = np.searchsorted(times, t)
+    prev = np.maximum(j - 1, 0)
+    nxt = np.minimum(j, times.size - 1)
+    rows = np.where((j >= times.size) | ((j > 0) & (t - times[prev] <= times[nxt] - t)), prev, nxt)
+    half = float(np.min(np.diff(times))) / 2 if times.size > 1 else 0.5
+    rows[t > times[-1] + half] = times.size  # after the last row (a stop's end rows): no row's value
+    return rows
+
+
+def trace_frame(data, events=None, changes: bool = False) -> Any:
+    """A :class:`~sysprof.report.TraceData` as a DataFrame (see the module docstring): a row per sample (a
+    changes-only ``sysprof record`` trace lists its samples' times), each channel's value held from its event to
+    its counter's next. ``changes=True``: a row per time a counter event was written instead (the raw changes).
+    ``events``: the event list ``data`` was read from, only for exact ``ts_ns`` timestamps where a reader
+    supplied them.
 
     Raises:
         ReportError: the trace has no counter events.
@@ -169,12 +201,15 @@ def trace_frame(data, events=None) -> Any:
     pd = require_pandas()
     if not data.series:
         raise ReportError("no counter events (is it a sysprof trace?)")
-    times = data.timestamps()
+    times, listed_ns = _row_times(data, changes)
     renamed = {} if data.recorded else sampler_channels(data.series)
     out = np.empty((times.size, len(data.series)), dtype=np.float64, order="F")  # columns contiguous: no copy
     columns, units = [], {}
     for j, (ch, (t, v)) in enumerate(data.series.items()):
-        pos = np.searchsorted(t, times, side="right") - 1
+        if listed_ns is None:
+            pos = np.searchsorted(t, times, side="right") - 1
+        else:  # each event at the listed sample it was written at; a row takes the last one at or before it
+            pos = np.searchsorted(_nearest_rows(t, times), np.arange(times.size), side="right") - 1
         col = out[:, j]
         np.take(v, np.maximum(pos, 0), out=col)
         col[pos < 0] = np.nan
@@ -189,8 +224,8 @@ def trace_frame(data, events=None) -> Any:
             name = ch
             units[name] = unit_of(ch, data.units)
         columns.append(name)
-    ts_ns = _us_to_ns(times)
-    exact = _exact_ns(events)
+    ts_ns = _us_to_ns(times) if listed_ns is None else listed_ns
+    exact = _exact_ns(events) if listed_ns is None else None
     if exact:
         ts_ns = np.array([exact.get(t, n) for t, n in zip(times.tolist(), ts_ns.tolist())], dtype=np.int64)
     df = pd.DataFrame(out, index=_index(pd, ts_ns), columns=columns, copy=False)
@@ -203,9 +238,10 @@ def trace_frame(data, events=None) -> Any:
     return df
 
 
-def read_trace(path: PathLike) -> Any:
+def read_trace(path: PathLike, changes: bool = False) -> Any:
     """Any sysprof trace file as a DataFrame (see the module docstring): ``sysprof record``'s Chrome JSON
-    (``.json``, ``.json.gz``, truncated too), the Composer layout, Perfetto protobuf (``.pftrace``).
+    (``.json``, ``.json.gz``, truncated too), the Composer layout, Perfetto protobuf (``.pftrace``). A row per
+    sample; ``changes=True``: a row per written change instead.
 
     Raises:
         FileNotFoundError / OSError: the file cannot be read.
@@ -219,7 +255,7 @@ def read_trace(path: PathLike) -> Any:
     require_pandas()
     events = load_events(path)
     try:
-        return trace_frame(TraceData(events), events)
+        return trace_frame(TraceData(events), events, changes=changes)
     except ReportError as e:
         raise ReportError(f"{os.fspath(path)}: {e}") from None
 

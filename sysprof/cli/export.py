@@ -57,7 +57,7 @@ def cmd_export(args) -> int:
     try:
         from ..frames import csv_text, parquet_bytes, read_trace
 
-        df = read_trace(args.trace)
+        df = read_trace(args.trace, changes=getattr(args, "changes", False))
         if args.channel:
             keep = channel_filter(args.channel)
             chosen = [c for c in df.columns if keep(c)]

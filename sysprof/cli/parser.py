@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="OUT.parquet or OUT.csv ('-': CSV to stdout). An existing file is refused without "
                          "--force; a symbolic link at OUT always (sysprof never writes through a link)")
     ex.add_argument("--format", choices=EXPORT_FORMATS, help="the format, whatever OUT's name")
+    ex.add_argument("--changes", action="store_true",
+                    help="a row per written change instead of per sample (the raw changes of a changes-only trace)")
     ex.add_argument("-f", "--force", action="store_true", help="overwrite an existing output file")
     ex.add_argument("-k", "--channel", action="append", metavar="PATTERN",
                     help="only channels matching this glob or substring (repeatable)")

@@ -17,7 +17,7 @@ from ..distributed import rank_info
 from ..report import human_bytes
 from ..sampling.registry import SOURCES
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
-from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT
+from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
 from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
 from .common import PROG, CLIError, _import_sysprof, _version
@@ -267,6 +267,12 @@ class _Recording:
         self.driver_samples = SampleEvents(lambda t_ns: self.builder.ts(t_ns), self.my_pid) if any(
             c.startswith("gpu/") for c in channels) else None  # the driver's buffered samples, at their own times
 
+    def _samples_event(self, times_ns) -> dict:
+        """The times of ``times_ns``'s samples, as exact as the counter events' ``ts`` (trace.schema)."""
+        exact = getattr(self.writer, "timestamp", None) is not None  # .pftrace: every ns
+        return samples_event(times_ns, self.my_pid, self._ts(int(times_ns[0])),
+                             1 if exact or self.float_ts else 1000)
+
     def _ts(self, t_ns: int):
         return t_ns / 1000.0 if self.float_ts else t_ns // 1000
 
@@ -377,6 +383,8 @@ class _Recording:
         """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
         first); at the stop (``stop_ns``) the trace's end rows and every marker left, open spans closed then."""
         events = self.builder.events(batch) if len(batch) else ()
+        if len(batch) and self.builder.changes_only:  # the rows' times: a row per sample when read back
+            events = itertools.chain([self._samples_event(batch.timestamps_ns)], events)
         xids = self.xids.events(batch)
         self.refresh.update(batch)
         measured = self.start_refresh.take()

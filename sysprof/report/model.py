@@ -2,7 +2,8 @@
 sampler statistics. Errors are :class:`ReportError`."""
 from __future__ import annotations
 
-from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, UNITS_EVENT, join_channel
+from ..trace.schema import (SAMPLES_EVENT, START_EVENT, STATS_COUNTER, STOP_EVENT, UNITS_EVENT, join_channel,
+                            sample_times_ns)
 
 __all__ = ["ReportError", "Span", "Instant", "TraceData"]
 
@@ -114,6 +115,7 @@ class TraceData:
         self.spans = []
         self.instants = []
         open_spans = {}  # (pid, tid) -> stack of B events
+        sample_ns = []  # the times of the samples (SAMPLES_EVENT), where the trace lists them
         last_ts = None
         for ev in events:
             if not isinstance(ev, dict):
@@ -136,6 +138,8 @@ class TraceData:
                     group = groups[name] = ([], [])
                 group[0].append(ts)
                 group[1].append(args)
+            elif ph == "M" and name == SAMPLES_EVENT:
+                sample_ns.extend(sample_times_ns(ev.get("args")))
             elif ph == "M" and name == UNITS_EVENT:
                 args = ev.get("args")
                 units = args.get("units") if isinstance(args, dict) else None
@@ -179,6 +183,9 @@ class TraceData:
                     self.spans.append(Span(str(b["name"]), b["ts"], end, b.get("pid"), b.get("tid"), b.get("args")))
         self.spans.sort(key=lambda s: (s.start_us, -s.end_us))
         self.instants.sort(key=lambda i: i.ts_us)
+        #: the sample times (int64 ns, ascending, distinct) a changes-only ``sysprof record`` trace lists (its
+        #: ``sysprof samples`` events); empty for a trace without them (every row, older, foreign)
+        self.sample_ns = np.unique(np.asarray(sample_ns, dtype=np.int64))
         nan = float("nan")
         raw = {}
         for name, (tss, argss) in groups.items():

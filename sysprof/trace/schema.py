@@ -6,6 +6,36 @@ from __future__ import annotations
 START_EVENT = "sysprof start"
 STOP_EVENT = "sysprof stop"
 STATS_COUNTER = "sysprof"
+#: a metadata event ("ph": "M") listing the times of the samples written since the previous one, so a
+#: changes-only trace (a counter written only when it changed) still yields a row per sample:
+#: ``{"name": SAMPLES_EVENT, "ph": "M", "pid": P, "tid": 0, "ts": <the first's ts>, "args": {"t0_us": first,
+#: "dt_us": [next - previous, ...]}}`` in whole µs (the ``ts`` of the counter events), or ``t0_ns`` / ``dt_ns``
+#: where the trace keeps finer times (intervals below 1 ms; ``.pftrace``). Readers: :func:`sample_times_ns`.
+SAMPLES_EVENT = "sysprof samples"
+
+
+def samples_event(times_ns, pid: int, ts, unit_ns: int) -> dict:
+    """The :data:`SAMPLES_EVENT` of sample times ``times_ns`` (ascending ints), in steps of ``unit_ns`` (1000:
+    whole µs, each ``t // 1000`` as the counter events' ``ts``; 1: ns); ``ts`` is the first's ``ts``."""
+    t = [int(x) // unit_ns for x in times_ns]
+    key = "us" if unit_ns == 1000 else "ns"
+    return {"name": SAMPLES_EVENT, "ph": "M", "pid": pid, "tid": 0, "ts": ts,
+            "args": {f"t0_{key}": t[0], f"dt_{key}": [b - a for a, b in zip(t, t[1:])]}}
+
+
+def sample_times_ns(args):
+    """The sample times (ns, a list of ints) of a :data:`SAMPLES_EVENT`'s args; [] when they are not well formed."""
+    if not isinstance(args, dict):
+        return []
+    for key, scale in (("us", 1000), ("ns", 1)):
+        t0, dt = args.get(f"t0_{key}"), args.get(f"dt_{key}")
+        if isinstance(t0, int) and isinstance(dt, list) and all(isinstance(d, int) and d >= 0 for d in dt):
+            out, t = [t0 * scale], t0
+            for d in dt:
+                t += d
+                out.append(t * scale)
+            return out
+    return []
 
 
 def split_channel(name: str):
