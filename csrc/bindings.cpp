@@ -210,6 +210,25 @@ PyObject* marker_put(PyObject* bound, PyObject* const* args, Py_ssize_t nargs) {
 PyMethodDef marker_put_def = {"put", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(marker_put)),
                               METH_FASTCALL, "write one marker record (sysprof/markers/ring.py Ring.put)"};
 
+// drop(ring): one marker dropped, counted with an atomic add (the producer's threads may drop at once; a Python
+// read-then-write of the count loses some), for the rings written in Python (a stub, SYSPROF_MARKERS_NATIVE=0).
+PyObject* marker_drop(PyObject*, PyObject* ring) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(ring, &view, PyBUF_WRITABLE) != 0) return nullptr;
+  bool ok = view.len >= Py_ssize_t(sysprof::markers::kDroppedAt + 8) && (reinterpret_cast<uintptr_t>(view.buf) & 7) == 0;
+  if (ok)
+    __atomic_fetch_add(reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(view.buf) + sysprof::markers::kDroppedAt),
+                       uint64_t(1), __ATOMIC_RELAXED);
+  PyBuffer_Release(&view);
+  if (!ok) {
+    PyErr_SetString(PyExc_ValueError, "not a marker ring mapping (size or alignment)");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+PyMethodDef marker_drop_def = {"marker_drop", marker_drop, METH_O,
+                               "count one dropped marker in a ring's mapping, atomically (sysprof/markers/ring.py)"};
+
 py::object marker_writer(py::object ring) {
   auto* view = new Py_buffer;
   if (PyObject_GetBuffer(ring.ptr(), view, PyBUF_WRITABLE) != 0) {
@@ -409,6 +428,11 @@ PYBIND11_MODULE(_native, m) {
     if (!get || !instant) throw py::error_already_set();
     m.add_object("no_mark", py::reinterpret_steal<py::object>(get));
     m.add_object("no_mark_instant", py::reinterpret_steal<py::object>(instant));
+  }
+  {
+    PyObject* drop = PyCFunction_New(&marker_drop_def, nullptr);
+    if (!drop) throw py::error_already_set();
+    m.add_object("marker_drop", py::reinterpret_steal<py::object>(drop));
   }
   m.def("marker_writer", &marker_writer, py::arg("ring"),
         "put(word, pack, payload) writing into a marker ring's writable mapping (sysprof/markers/ring.py)");

@@ -24,3 +24,27 @@ def text(value) -> str:
     except UnicodeEncodeError:
         raw = s.encode("utf-8", "surrogatepass")
     return raw.decode("utf-8", "replace")
+
+
+def encodable(obj):
+    """``obj`` (an event: dicts, lists, tuples, strs, numbers) with every str that does not encode to UTF-8 (lone
+    surrogates: ``sys.argv`` and ``os.fsdecode`` of bytes that are not UTF-8, a marker arg) passed through
+    :func:`text`, so every trace writer can write it (protobuf refuses them, strict JSON parsers too); ``obj``
+    itself where there is none."""
+    if isinstance(obj, str):
+        if obj.isascii():
+            return obj
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return text(obj)
+    if isinstance(obj, dict):
+        items = [(encodable(k), encodable(v)) for k, v in obj.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, obj.items())):
+            return obj
+        return dict(items)
+    if isinstance(obj, (list, tuple)):
+        items = [encodable(v) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
+    return obj

@@ -58,3 +58,24 @@ def test_record_a_program_whose_comm_is_cut_mid_character(tmp_path):
     members = stop[0]["args"]["process_tree_members"]
     assert CUT_TEXT in [m.get("comm") for m in members]
     json.loads(out.read_text(encoding="utf-8"))  # valid UTF-8 JSON
+
+
+@pytest.mark.parametrize("suffix", [".json", ".pftrace"])
+def test_a_command_line_that_is_not_utf8_is_recorded_in_every_format(tmp_path, suffix):
+    """sys.argv keeps bytes that are not UTF-8 as lone surrogates: protobuf refused them (the .pftrace recording
+    stopped at its start event), strict JSON parsers too. They are written as U+FFFD."""
+    if suffix == ".pftrace":
+        pytest.importorskip("perfetto")
+    trace = tmp_path / f"t{suffix}"
+    arg = os.fsdecode(b"\xff")
+    proc = run_cli("record", "-q", "--cpu", "-o", trace, "--", "sh", "-c", "sleep 0.5", arg, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped early" not in proc.stderr
+    from sysprof.report import TraceData
+    from sysprof.trace.load import load_events
+
+    data = TraceData(load_events(trace))
+    assert data.meta["command_line"] == "sh -c 'sleep 0.5' '\ufffd'"
+    assert data.stop["samples_written"] > 10  # recorded to the end (0.5 s at 10 ms), not stopped at the start
+    if suffix == ".json":
+        assert "\\ud" not in trace.read_text(encoding="utf-8")  # strict: no lone surrogate escapes

@@ -280,3 +280,26 @@ def test_an_object_without_its_trace_events_is_no_trace(tmp_path, text):
     path = write(tmp_path / "t.json", text)
     with pytest.raises(ValueError, match="'traceEvents'"):
         read_trace(path)
+
+
+def test_a_gzip_trace_whose_checksum_does_not_match_keeps_its_events(tmp_path):
+    """A flipped byte in a .json.gz: the whole file inflates, only its checksum fails at the end. Every event that
+    reads whole is kept, a warning says the file is damaged, and repair never replaces the original."""
+    import gzip
+    import warnings
+
+    from sysprof.trace.chrome import TraceDamageWarning, read_trace, repair_trace
+
+    events = [{"name": "c", "ph": "C", "ts": k, "pid": 1, "tid": 0, "args": {"v": k}} for k in range(200)]
+    path = tmp_path / "t.json.gz"
+    raw = bytearray(gzip.compress(("[\n" + ",\n".join(json.dumps(e) for e in events) + "\n]\n").encode()))
+    raw[-6] ^= 0x40  # inside the CRC-32 of the trailer
+    path.write_bytes(bytes(raw))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        assert read_trace(path) == events
+    assert any(isinstance(w.message, TraceDamageWarning) and "checksum" in str(w.message) for w in got)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = repair_trace(path)
+    assert not result.replaced and path.read_bytes() == bytes(raw)  # the original stays as it was

@@ -424,6 +424,8 @@ class _Recording:
         self._guard(self.sampler.stop)
         if not self.writer.closed:  # else writing stopped before (the free-space floor)
             self._end_file()
+        if self.markers is not None:  # its directory goes, whatever ended the recording (idempotent)
+            self._guard(self.markers.close)
         self._guard(self.status.clear)
 
     def _end_file(self, next_part=None) -> None:

@@ -30,6 +30,8 @@ CATEGORY = "sysprof.mark"
 HOLD_NS = 1_000_000_000
 #: a file in the markers' directory that is not a ring this long after it was first seen is ignored (reported)
 NOT_A_RING_S = 10.0
+#: problems() names at most this many processes or files, then says how many more
+MAX_CLAUSES = 20
 
 
 #: a tmpfs holds the rings only with this much room free, and at least half of it free: the rings (1 MiB per
@@ -75,16 +77,6 @@ def _pid_of(name: str) -> str:
     return f"pid {pid}" if pid.isdigit() else name
 
 
-def _alive(pid) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 class MarkerReceiver:
     """Creates the markers' directory; :attr:`env` is the ``(name, value)`` to put in the child's environment.
 
@@ -104,7 +96,8 @@ class MarkerReceiver:
         self._last_ns = {}  # (pid, tid) -> its latest stamp: a thread's events never go back in time
         self.received = 0
         self._retired_dropped = 0
-        self._problems = []  # clauses of problems(), for rings no longer open
+        self._problems = []  # clauses of problems(), for rings no longer open (at most MAX_CLAUSES)
+        self._more = 0  # clauses past MAX_CLAUSES
         self._ignored = set()  # (path, inode) of files not read: .nospace, never a ring
         self._seen = {}  # (path, inode) -> when first seen not yet a ring
         self.closed = False
@@ -120,10 +113,14 @@ class MarkerReceiver:
         meta, timed = [], []
         self._discover()
         for key, ring in list(self._rings.items()):
-            self._read(ring, meta, timed)
-            if not _alive(ring.pid):
+            try:  # one ring, however damaged, never stops the others
                 self._read(ring, meta, timed)
-                self._close_open(ring.pid, time.time_ns(), "process exited", timed)
+                if ring.producer_gone():
+                    self._read(ring, meta, timed)
+                    self._close_open(ring.pid, time.time_ns(), "process exited", timed)
+                    self._retire(key, ring)
+            except Exception as e:  # noqa: BLE001
+                ring.damaged = ring.damaged or f"its ring could not be read ({type(e).__name__}: {e})"
                 self._retire(key, ring)
         pending = self._pending
         pending += timed
@@ -154,7 +151,7 @@ class MarkerReceiver:
                 continue
             if name.endswith(NOSPACE):
                 self._ignored.add(key)
-                self._problems.append(f"{_pid_of(name)}: no room for a marker ring in {self.path}; its markers "
+                self._note(f"{_pid_of(name)}: no room for a marker ring in {self.path}; its markers "
                                       "were dropped (count unknown)")
                 continue
             if not name.endswith(".ring"):
@@ -166,29 +163,40 @@ class MarkerReceiver:
                 if now - first > NOT_A_RING_S:
                     self._ignored.add(key)
                     self._seen.pop(key, None)
-                    self._problems.append(f"{name}: not a marker ring after {NOT_A_RING_S:g} s; ignored")
+                    self._note(f"{name}: not a marker ring after {NOT_A_RING_S:g} s; ignored")
                 continue
             self._seen.pop(key, None)
             ring = self._rings[key]
+            host = ring.holder()
+            if host is not None and host != ring.pid:  # a producer in another pid namespace: its pid here
+                ring.pid, ring.foreign_tids = host, True
             if ring.stub:
-                self._problems.append(f"{_who(ring)}: no room for a marker ring in {self.path}; every marker of "
+                self._note(f"{_who(ring)}: no room for a marker ring in {self.path}; every marker of "
                                       "it was dropped (counted in markers_dropped)")
 
     def _retire(self, key, ring) -> None:
         if ring.damaged is not None:
-            self._problems.append(f"{_who(ring)}: {ring.damaged}; its markers from then on were lost")
+            self._note(f"{_who(ring)}: {ring.damaged}; its markers from then on were lost")
         self._retired_dropped += ring.dropped
         ring.close(unlink=True)
         del self._rings[key]
 
     def problems(self) -> str:
-        """What went wrong with the markers, one clause per process ("" when nothing did): a ring that could not
-        be made (no room), one damaged while read (truncated, replaced, impossible records), a file that never
-        became a ring. The recorder writes it in the stop event's ``errors["markers"]``."""
+        """What went wrong with the markers, one clause per process ("" when nothing did; the first
+        MAX_CLAUSES, then how many more): a ring that could not be made (no room), one damaged while read
+        (truncated, replaced, impossible records), a file that never became a ring. The recorder writes it in the
+        stop event's ``errors["markers"]``."""
         found = list(self._problems)
         found += [f"{_who(r)}: {r.damaged}; its markers from then on were lost" for r in self._rings.values()
                   if r.damaged is not None]
-        return "; ".join(found)
+        more = self._more + max(0, len(found) - MAX_CLAUSES)
+        return "; ".join(found[:MAX_CLAUSES] + ([f"{more} more"] if more else []))
+
+    def _note(self, clause: str) -> None:
+        if len(self._problems) < MAX_CLAUSES:
+            self._problems.append(clause)
+        else:
+            self._more += 1
 
     def finish(self, t_stop_ns: int) -> list:
         """The last events: what is left in the rings, then an end at ``t_stop_ns`` for every span still open.
@@ -252,7 +260,7 @@ class MarkerReceiver:
             key = (pid, tid)
             if key not in self._named_tids:
                 self._named_tids.add(key)
-                comm = _comm(pid, tid)
+                comm = "" if getattr(ring, "foreign_tids", False) else _comm(pid, tid)  # another namespace's tid
                 if comm:
                     meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": comm}})
             name = self._name(raw)

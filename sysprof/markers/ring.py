@@ -50,6 +50,7 @@ threads racing past the check; it reads the reader's tail only when its cached l
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import itertools
 import mmap
@@ -119,6 +120,9 @@ def ring_size(nslots: int = NSLOTS) -> int:
     return HEADER + nslots * SLOT_SIZE if nslots else STUB_SIZE
 
 
+#: the largest count (dropped, skipped) believed from a ring's header or sequence numbers: a producer marking 1 M
+#: times a second for a year stays below it; a larger one is a damaged ring
+MAX_COUNT = 1 << 45
 #: the size of a stub ring (the header alone, on one page): every marker of its process dropped and counted
 STUB_SIZE = 4096
 #: suffix of the empty file a producer leaves where not even a stub ring fits
@@ -139,6 +143,18 @@ def native(name: str):
 
 def _native_writer():
     return native("marker_writer")
+
+
+def _native_drop():
+    try:
+        from .. import _native
+    except ImportError:
+        return None
+    return getattr(_native, "marker_drop", None)
+
+
+#: the extension's atomic drop count (whichever writer writes the records), None without the extension
+_atomic_drop = _native_drop()
 
 
 class Ring:
@@ -167,7 +183,8 @@ class Ring:
             os.close(fd)
             _unlink(path)
             raise
-        os.close(fd)
+        _hold(fd)
+        os.close(fd)  # the mapping keeps the open file, and with it the lock, while this process maps it
         mm = self.mm
         mm[HEADER:] = bytes(size - HEADER)  # touch every page now (reserved), not on the caller's first markers
         _INFO.pack_into(mm, 8, SLOT_SIZE, nslots, pid, created)
@@ -213,7 +230,12 @@ class Ring:
         return True
 
     def drop(self) -> None:
-        _pack_i64(self.buf, DROPPED_AT, _unpack_i64(self.buf, DROPPED_AT)[0] + 1)
+        """Counts one dropped marker: with the extension's atomic add (threads may drop at once), else a
+        read-then-write that can lose a count when threads race."""
+        if _atomic_drop is not None:
+            _atomic_drop(self.mm)
+        else:
+            _pack_i64(self.buf, DROPPED_AT, _unpack_i64(self.buf, DROPPED_AT)[0] + 1)
 
     @property
     def dropped(self) -> int:
@@ -258,8 +280,37 @@ class RingReader:
         self.comm = text(head[COMM_AT:COMM_AT + 16].rstrip(b"\0"))
         self.tail = _I64.unpack_from(head, TAIL_AT)[0]
         self.lost = 0  # records the reader skipped
-        self._dropped = _I64.unpack_from(head, DROPPED_AT)[0]  # the producer's count, as last read
+        self._dropped = min(max(_I64.unpack_from(head, DROPPED_AT)[0], 0), MAX_COUNT)  # the producer's, as last read
         self.damaged = None  # why the file stopped being read, once it did
+        self.foreign_tids = False  # the producer runs in another pid namespace: its tids are not this one's
+
+    def producer_gone(self) -> bool:
+        """Whether no process maps the ring any more: the producer's shared ``flock`` (:func:`_hold`) is gone when
+        this reader can take an exclusive one. Where the file system has no flock, whether the header's pid is
+        gone (wrong for a producer in another pid namespace)."""
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return not _pid_alive(self.pid)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        return True
+
+    def holder(self):
+        """The pid, in this process's pid namespace, of the process holding the ring's lock (/proc/locks), or None.
+        In another pid namespace the header's pid is that namespace's, not a pid here."""
+        try:
+            st = os.fstat(self.fd)
+            want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+            with open("/proc/locks", "rb") as f:
+                for line in f.read(1 << 22).split(b"\n"):
+                    parts = line.split()
+                    if len(parts) >= 6 and parts[1] == b"FLOCK" and parts[5].decode("ascii", "replace") == want:
+                        return int(parts[4])
+        except (OSError, ValueError):
+            pass
+        return None
 
     @property
     def stub(self) -> bool:
@@ -272,7 +323,7 @@ class RingReader:
             try:
                 got = os.pread(self.fd, 8, DROPPED_AT)
                 if len(got) == 8:
-                    self._dropped = max(self._dropped, _I64.unpack(got)[0])  # never back (nor below 0)
+                    self._dropped = max(self._dropped, min(_I64.unpack(got)[0], MAX_COUNT))  # never back
             except OSError:
                 pass
         return self._dropped + self.lost
@@ -310,7 +361,7 @@ class RingReader:
                     continue
                 seq = _unpack_i64(first, m * SLOT_SIZE)[0]  # the first slot not taken: at index tail now
                 if seq > tail + 1:
-                    if (seq - 1 - tail) % NSLOTS:
+                    if (seq - 1 - tail) % NSLOTS or seq - 1 - tail > MAX_COUNT:
                         self._damage("its ring held an impossible record number")
                         break
                     self.lost += seq - 1 - tail  # overwritten a lap ahead (threads raced past the margin)
@@ -349,6 +400,16 @@ class RingReader:
             _unlink(self.path)
 
 
+def _hold(fd: int) -> None:
+    """A shared ``flock`` on the ring, held as long as the file is open here (the mapping keeps it open): the
+    recorder knows the producer is gone when it can lock the file itself (:meth:`RingReader.producer_gone`),
+    whatever pid namespace the producer runs in."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # a file system without flock: the recorder asks by pid
+        pass
+
+
 def _reserve(fd: int) -> int:
     """Reserves a ring's space in the file ``fd``: the number of slots it got (NSLOTS, or 0: a stub). OSError
     where not even a stub fits."""
@@ -359,6 +420,18 @@ def _reserve(fd: int) -> int:
         os.ftruncate(fd, 0)  # give back whatever part was reserved
         os.posix_fallocate(fd, 0, STUB_SIZE)
         return 0
+
+
+def _pid_alive(pid: int) -> bool:
+    if not 0 < pid < 1 << 22:  # not a pid (PID_MAX_LIMIT): a damaged header
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _own_comm() -> bytes:

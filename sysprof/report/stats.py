@@ -14,7 +14,7 @@ import fnmatch
 import math
 from typing import Optional
 
-from ..sampling.registry import source_available
+from ..sampling.registry import SOURCES, source_available
 from .model import TraceData
 from .units import unit_of
 
@@ -149,7 +149,10 @@ def summarize(data: TraceData) -> dict:
         entry["last"] = float(finite[-1]) if finite.size else None
         channels[ch] = entry
     interval, interval_source = data.interval()
-    errors = data.meta.get("errors") or {}
+    errors = dict(data.meta.get("errors") or {})  # at the start; the stop's add what went wrong later (markers)
+    stop_errors = (data.stop or {}).get("errors")
+    if isinstance(stop_errors, dict):
+        errors.update(stop_errors)
     return jsonable({
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
@@ -165,13 +168,16 @@ def summarize(data: TraceData) -> dict:
         "taken": taken,
         "dropped": dropped,
         "missed_deadlines": stats.get("missed_deadlines"),
+        "markers": stats.get("markers"),
+        "markers_dropped": stats.get("markers_dropped"),
         "sample_ns_mean": stats.get("sample_ns_mean"),
         "sample_ns_p99": stats.get("sample_ns_p99"),
         "returncode": (data.stop or {}).get("returncode"),
         "recorded": data.recorded,
         "truncated": data.truncated,
         "errors": errors,
-        "unavailable": [src for src in errors if not source_available(src, data.meta.get("channels") or [])],
+        "unavailable": [src for src in errors if src in SOURCES
+                        and not source_available(src, data.meta.get("channels") or [])],
         "channels": channels,
     })
 

@@ -90,6 +90,10 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
                   f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
                   f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
                   f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
+    if s.get("markers_dropped"):
+        out.write(f"markers:    {int(s.get('markers') or 0):,} received, {int(s['markers_dropped']):,} dropped "
+                  "(see problems: markers)\n" if "markers" in (s.get("errors") or {}) else
+                  f"markers:    {int(s.get('markers') or 0):,} received, {int(s['markers_dropped']):,} dropped\n")
     unavailable = set(s.get("unavailable") or ())
     for src, why in sorted((s.get("errors") or {}).items()):  # a source without channels, else part of one
         out.write(f"{'unavailable' if src in unavailable else 'problems'}: {src}: {why}\n")

@@ -39,6 +39,7 @@ import zlib
 from typing import Any, Iterable, Union
 
 from sysprof import forks
+from ..text import encodable
 
 __all__ = ["ChromeTraceWriter", "read_trace", "repair_trace", "encode_event", "counter_args", "is_gzip_path",
            "lock_trace", "TraceBusyError", "TraceDamageWarning", "RepairResult", "repaired_name"]
@@ -78,7 +79,9 @@ def encode_event(event: dict) -> str:
         TypeError: a value is not JSON serializable.
     """
     try:
-        return _ENCODER.encode(event)
+        text = _ENCODER.encode(event)
+        # a lone surrogate (a command line's bytes that are not UTF-8) is not strict JSON: U+FFFD instead
+        return text if "\\ud" not in text else _ENCODER.encode(encodable(event))
     except ValueError:  # a NaN or infinity somewhere (rare): sanitize a copy
         args = event.get("args")
         if event.get("ph") == "C" and isinstance(args, dict):
@@ -270,6 +273,30 @@ def _open_trace(path: PathLike):
 MAX_GAP = 1 << 20
 MAX_EVENT = 16 << 20
 _RAW_CHUNK = 1 << 16  # bytes read from the file at a time
+_MAX_GZIP_HEADER = 1 << 16  # a gzip header (its optional name and comment) longer than this is not one
+
+
+def _gzip_header_end(raw: bytes):
+    """The length of the gzip member header (RFC 1952) at the start of ``raw``; None when ``raw`` is too short to
+    tell, -1 when it is not one."""
+    if len(raw) < 10:
+        return None if raw == b"\x1f\x8b\x08"[:len(raw)] else -1
+    if raw[:3] != b"\x1f\x8b\x08":
+        return -1
+    flags, at = raw[3], 10
+    if flags & 4:  # FEXTRA
+        if len(raw) < at + 2:
+            return None
+        at += 2 + int.from_bytes(raw[at:at + 2], "little")
+    for bit in (8, 16):  # FNAME, FCOMMENT: zero-terminated
+        if flags & bit:
+            end = raw.find(b"\0", at)
+            if end < 0:
+                return None
+            at = end + 1
+    if flags & 2:  # FHCRC
+        at += 2
+    return at if len(raw) >= at else None
 _TEXT_CHUNK = 1 << 18  # characters of text decoded (inflated) at a time
 _BATCH_MIN = 1 << 12  # lines of at least this many characters are decoded together
 _SEP = re.compile(r"[ \t\r\n,]*")
@@ -304,35 +331,73 @@ class _Text:
     def __init__(self, f, gz: bool) -> None:
         self._f = f
         self._gz = gz
-        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None  # None once the stream ended
+        self._inflate = None  # the member being inflated (raw deflate: its checksum is checked here, not by zlib)
+        self._member = gz  # a gzip member (its header) comes next
+        self._crc = self._size = 0
         self._raw = b""
         self._utf8 = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self.eof = False
         self.bytes = 0  # bytes of (inflated) text produced so far
         self.bad_bytes = False  # whether an invalid UTF-8 byte was seen
+        self.bad_checksum = False  # a member whose CRC-32 or length did not match: its text is damaged somewhere
+
+    def _more(self) -> bool:
+        got = self._f.read(_RAW_CHUNK)
+        self._raw += got
+        return bool(got)
+
+    def _start_member(self) -> bool:
+        """Parses a gzip member's header (RFC 1952) at the start of the raw bytes; False when there is none."""
+        while True:
+            end = _gzip_header_end(self._raw)
+            if end is not None:
+                break
+            if len(self._raw) > _MAX_GZIP_HEADER or not self._more():
+                return False
+        if end < 0:
+            return False
+        self._raw = self._raw[end:]
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._crc = self._size = 0
+        self._member = False
+        return True
+
+    def _end_member(self) -> None:
+        """Checks the member's trailer (CRC-32 and length): a mismatch marks the text damaged; its events were
+        read all the same (each one is checked as it is parsed)."""
+        self._raw = self._inflate.unused_data
+        self._inflate = None
+        while len(self._raw) < 8 and self._more():
+            pass
+        if len(self._raw) >= 8:
+            crc, size = int.from_bytes(self._raw[:4], "little"), int.from_bytes(self._raw[4:8], "little")
+            self.bad_checksum |= crc != self._crc or size != self._size & 0xFFFFFFFF
+            self._raw = self._raw[8:]
+            self._member = True
 
     def _bytes(self, n: int) -> bytes:
         if not self._gz:
             return self._f.read(n)
-        while self._inflate is not None:
-            if not self._raw:
-                self._raw = self._f.read(_RAW_CHUNK)
-                if not self._raw:  # a cut stream: what is left inside zlib is at most one match long
-                    out, self._inflate = self._inflate.flush(), None
-                    return out
+        while True:
+            if self._inflate is None:
+                if not self._member or not self._start_member():
+                    return b""
+            if not self._raw and not self._more():  # a cut stream: what is left inside zlib is at most one match
+                out, self._inflate, self._member = self._inflate.flush(), None, False
+                return out
             try:
                 out = self._inflate.decompress(self._raw, n)
-            except zlib.error:
-                self._inflate = None
+            except zlib.error:  # damaged deflate data: the text ends here
+                self._inflate = self._member = None
                 return b""
-            if self._inflate.eof:  # the next member, if any
-                self._raw = self._inflate.unused_data
-                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._crc = zlib.crc32(out, self._crc)
+            self._size += len(out)
+            if self._inflate.eof:
+                self._end_member()
             else:
                 self._raw = self._inflate.unconsumed_tail
             if out:
                 return out
-        return b""
 
     def read(self, n: int) -> str:
         """About ``n`` characters more ('' once the text has ended)."""
@@ -588,8 +653,18 @@ class _Events:
             self._pos = got[2]
             self._gap_start = self._base + self._pos
 
+    @property
+    def bad_checksum(self) -> bool:
+        """A gzip member's checksum did not match: its text is damaged somewhere (the events that parse are kept)."""
+        return self._text.bad_checksum
+
     def warn(self, path: PathLike) -> None:
-        """Say what was skipped (a :class:`TraceDamageWarning` each): damaged events, reading stopped early."""
+        """Say what was skipped (a :class:`TraceDamageWarning` each): damaged events, reading stopped early, a
+        compressed file whose checksum does not match."""
+        if self.bad_checksum:
+            warnings.warn(TraceDamageWarning(f"{os.fspath(path)}: its gzip checksum does not match (the file is "
+                                             "damaged somewhere; the events that read whole are kept)"),
+                          stacklevel=3)
         if self.dropped:
             warnings.warn(TraceDamageWarning(f"{os.fspath(path)}: {_damaged(self.dropped)} skipped"), stacklevel=3)
         if self.stopped:
@@ -793,7 +868,7 @@ def repair_trace(path: PathLike) -> RepairResult:
                 os.chmod(tmp, mode)  # keep the original permissions, not mkstemp's 0600
                 result = RepairResult(writer.events_written)
                 result.dropped, result.cut, result.stopped = scan.dropped, scan.cut, scan.stopped
-                result.replaced = not scan.dropped and scan.stopped is None
+                result.replaced = not scan.dropped and scan.stopped is None and not scan.bad_checksum
                 if result.replaced:
                     result.output = real
                     os.replace(tmp, real)

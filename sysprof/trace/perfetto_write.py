@@ -9,6 +9,7 @@ from typing import Any, Union
 
 from sysprof import forks
 
+from ..text import encodable
 from .chrome import ChromeTraceWriter, TraceWriter, counter_args
 from .perfetto import (INCREMENTAL_CLOCK, MAX_VALUES, METADATA_TRACK, REALTIME_CLOCK, RESIDUAL, SEQUENCE_ID,
                        PathLike, TraceTime, _integral, _is_int, _key_from_channel, _key_name, _now_ns, annotate,
@@ -255,6 +256,8 @@ class PerfettoTraceWriter(TraceWriter):
         if not self._buf:
             self._begin_chunk()
         ph = event.get("ph")
+        if ph != "C":  # a command line, a name, a marker's args: lone surrogates, which protobuf refuses, as U+FFFD
+            event = encodable(event)
         if ph == "C" and _is_int(event.get("pid")) and _is_int(event.get("tid")) and "ts" in event \
                 and _NATIVE_KEYS.issuperset(event) and isinstance(event.get("name"), str) \
                 and isinstance(event.get("cat", ""), str):
