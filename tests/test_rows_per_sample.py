@@ -92,3 +92,11 @@ def test_export_a_row_per_sample_or_the_changes(tmp_path):
     written = TraceData(load_events(trace)).stop[
         "samples_written"]
     assert len(rows) - 1 == written and len(changes) < len(rows)
+
+
+def test_counter_events_at_impossible_times_are_left_out():
+    ev = [{"name": "m", "ph": "C", "ts": t, "pid": 1, "tid": 0, "args": {"v": 1.0}}
+          for t in (float("nan"), float("inf"), -1e300, 1e300)]
+    ev.append({"name": "m", "ph": "C", "ts": 5, "pid": 1, "tid": 0, "args": {"v": 2.0}})
+    df = trace_frame(TraceData(ev))
+    assert (df.index.asi8 // 1000).tolist() == [5] and df["m/v"].tolist() == [2.0]

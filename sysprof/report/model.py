@@ -61,6 +61,10 @@ def _checked(args, types: dict) -> dict:
     return {k: v for k, v in args.items() if k not in types or isinstance(v, types[k])}
 
 
+#: µs: counter events at or past this (the year 10000) are left out, as are negative and non-finite times
+_MAX_TS = 253402300800e6
+
+
 class ReportError(ValueError):
     """A trace that cannot be reported on or plotted, with a one-line reason."""
 
@@ -127,8 +131,8 @@ class TraceData:
                 last_ts = ts
             if ph == "C":
                 args = ev.get("args") or {}
-                if not isinstance(ts, (int, float)) or not isinstance(args, dict):
-                    continue
+                if not isinstance(ts, (int, float)) or not 0 <= ts < _MAX_TS or not isinstance(args, dict):
+                    continue  # a time no sample can have (NaN, inf, negative, past the year 9999): left out
                 if name == STATS_COUNTER:
                     self.last_counter_stats = args
                     self.last_counter_ts = ts
