@@ -16,8 +16,8 @@ import pytest
 from sysprof.sampling.sampler import native_available
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
-    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, assert_levels, expected_gpm, expected_health,
-    fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
+    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, assert_levels, expected_gpm,
+    expected_health, fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
 
 BACKENDS = ["native", "psutil"]
 MiB = 1024.0 ** 2
@@ -118,7 +118,7 @@ def test_gpm_values_between_two_samples(fake, fresh_pynvml, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gpm_stands_in_for_refused_pcie_fields(fake, fresh_pynvml, backend):
-    fake(refuse="field:197@0=3,field:198@0=3")
+    f = fake(refuse="field:197@0=3,field:198@0=3")
     s = _sampler(backend)
     time.sleep(0.05)  # rates over a gap that a preemption is a small share of
     s.sample()
@@ -133,6 +133,8 @@ def test_gpm_stands_in_for_refused_pcie_fields(fake, fresh_pynvml, backend):
     assert "gpu/0: pcie_tx_bytes_per_second from GPM (NVML_GPM_METRIC_PCIE_TX_PER_SEC)" in notes
     assert "gpu/0: pcie_rx_bytes_per_second read NaN (NVML_FI_DEV_PCIE_COUNT_RX_BYTES: NVML_ERROR_NOT_SUPPORTED)" \
         in notes
+    # GPM comes first: the fields' older fallback (nvmlDeviceGetPcieThroughput) is not asked where GPM answers.
+    assert f.calls("nvmlDeviceGetPcieThroughput", 0) == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -201,7 +203,8 @@ def test_python_metric_table_is_the_native_one():
         ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
         ("temp_v", None, None, "temp"), ("temp", None, None, None),
         ("sm_clock", None, None, None), ("mem_clock", None, None, None),
-        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
+        ("pcie_tx", 197, 0, "pcie_tx_tput"), ("pcie_rx", 198, 0, "pcie_rx_tput"),
+        ("pcie_tx_tput", None, None, None), ("pcie_rx_tput", None, None, None),
         ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None),
         ("clk_events", None, None, "clk_throttle"), ("clk_throttle", None, None, None),
         ("viol_power", None, None, None), ("viol_thermal", None, None, None), ("ecc_corrected", None, None, None),
@@ -234,3 +237,24 @@ def test_report_names_the_clock_event_reasons():
                for t in range(3)]
     assert reason_lines(TraceData(events)) == [
         "gpu/0 clocks held down by: SW power cap 60%, HW thermal slowdown 20% of the time"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pcie_throughput_stands_in_for_refused_fields(fake, fresh_pynvml, backend):
+    # Issue 27, item 5: an older driver without the PCIe count fields, on devices without GPM: the driver's 20 ms
+    # throughput (KB/s) answers instead, exactly the fake's values in B/s. On device 1 that is refused too: NaN.
+    f = fake(refuse="field:197=3,field:198=3,nvmlDeviceGetPcieThroughput@1=3", gpm_devices=0)
+    s = _sampler(backend)
+    rows = [s.sample() for _ in range(3)]
+    for row in rows:
+        assert row["gpu/0/pcie_tx_bytes_per_second"] == 300000 * 1000.0
+        assert row["gpu/0/pcie_rx_bytes_per_second"] == 600000 * 1000.0
+        assert math.isnan(row["gpu/1/pcie_tx_bytes_per_second"]) and math.isnan(row["gpu/1/pcie_rx_bytes_per_second"])
+    assert f.calls("nvmlDeviceGetPcieThroughput", 0) == 2 * 4  # tx and rx, at the priming reading and 3 samples
+    assert f.calls("nvmlDeviceGetPcieThroughput", 1) == 2  # refused once each, never asked again
+    notes = s.errors["gpu"].split("; ")
+    assert not [n for n in notes if n.startswith("gpu/0: pcie")]  # the fallback answered: no note
+    assert [n for n in notes if n.startswith("gpu/1: pcie")] == [
+        f"gpu/1: pcie_{k}_bytes_per_second read NaN (nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_{k.upper()}_BYTES): "
+        "NVML_ERROR_NOT_SUPPORTED)" for k in ("tx", "rx")]
+

@@ -31,6 +31,7 @@ struct Library {
   GetTemperatureVFn get_temp_v = nullptr;
   GetClockFn get_clock = nullptr;
   GetFieldValuesFn get_fields = nullptr;
+  GetClockFn get_pcie_tput = nullptr;  // nvmlDeviceGetPcieThroughput (KB/s): where the PCIe count fields are not
   // XID events (csrc/gpu/nvml_events.cpp): all four, or none is used.
   EventSetCreateFn event_set_create = nullptr;
   RegisterEventsFn register_events = nullptr;

@@ -89,6 +89,8 @@ enum Metric {
   mMemClock,
   mPcieTx,
   mPcieRx,
+  mPcieTxTput,
+  mPcieRxTput,
   mNvlinkTx,
   mNvlinkRx,
   // throttling and health: slow rows, read every kSlowNs and held in between
@@ -113,6 +115,7 @@ enum Rule {
   kLevel,      // values as they are, one per channel written
   kFromMilli,  // one value / 1000 (mW -> W)
   kFromMega,   // one value * 1e6 (MHz -> Hz)
+  kFromKilo,   // one value * 1000 (KB/s -> B/s)
   kEnergyMj,   // an mJ counter: energy_joules, and energy_power_watts through EnergyPower
   kByteRate,   // a byte counter, as bytes per second through RateCounter
   kKibRate,    // a KiB counter, as bytes per second through RateCounter

@@ -39,6 +39,8 @@
  *          UINT_MAX gives the sum, a link id 0..17 its 1/18 share
  * Throttling and health (section "throttling and health" below; t as above, in ns):
  *   clocks event reasons (both names) = 0x4 (SW power cap) on device 0, 0x48 (HW slowdown | HW thermal) on 1
+ *   nvmlDeviceGetPcieThroughput (KB/s) TX = 300000 + 1000d, RX = 600000 + 1000d (device 1 too: it answers
+ *          whether or not the PCIe count fields are refused)
  *   violation time POWER = t / (4 >> d) ns (a quarter of the time on device 0, half on 1), THERMAL = t / 8 on
  *          device 0, 0 on 1; referenceTime = CLOCK_REALTIME us
  *   ECC volatile corrected = 5 + d, uncorrected = d (aggregate: 1000 + those, to catch the wrong counter)
@@ -539,6 +541,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *co
                                               unsigned int *pending, unsigned int *failure) {
   ENTER_OR_REFUSE("nvmlDeviceGetRemappedRows", dev);
   *corr = 2u + (unsigned)d, *unc = (unsigned)d, *pending = (unsigned)d, *failure = 0;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t dev, int counter, unsigned int *kbps) {
+  ENTER_OR_REFUSE("nvmlDeviceGetPcieThroughput", dev);
+  if (counter != 0 && counter != 1) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  *kbps = (counter == 0 ? 300000u : 600000u) + 1000u * (unsigned)d;
   return leave(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t dev, unsigned int *value) {

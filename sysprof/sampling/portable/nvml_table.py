@@ -18,10 +18,10 @@ from ..registry import SOURCES
 CHANNELS = tuple(c.pattern.rsplit("/", 1)[-1] for c in SOURCES["gpu"].channels)
 INDEX = {c: i for i, c in enumerate(CHANNELS)}
 
-#: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), energy_mj (an mJ counter:
-#: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second), ns_total
-#: (a ns counter: seconds total, and seconds per second)
-LEVEL_RULES = ("level", "milli", "mega")
+#: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), kilo (*1000: KB/s -> B/s), energy_mj
+#: (an mJ counter: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second),
+#: ns_total (a ns counter: seconds total, and seconds per second)
+LEVEL_RULES = ("level", "milli", "mega", "kilo")
 COUNTER_RULES = ("energy_mj", "byte_rate", "kib_rate", "ns_total")
 SLOW_S = 1.0  # slow rows are read once this long after their previous read (native: kSlowNs)
 #: the GPM-only channels (sysprof/sampling/portable/nvml_gpm.py): laid out only where the device has GPM
@@ -66,10 +66,15 @@ METRICS: Tuple[Metric, ...] = (
            "sm_clock_hz"),
     Metric("mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", None, None, None, "mega", ("memory_clock_hz",),
            "memory_clock_hz"),
-    Metric("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197, 0, None, "byte_rate", ("pcie_tx_bytes_per_second",),
-           "pcie_tx_bytes_per_second"),
-    Metric("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198, 0, None, "byte_rate", ("pcie_rx_bytes_per_second",),
-           "pcie_rx_bytes_per_second"),
+    Metric("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197, 0, "pcie_tx_tput", "byte_rate",
+           ("pcie_tx_bytes_per_second",), "pcie_tx_bytes_per_second"),
+    Metric("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198, 0, "pcie_rx_tput", "byte_rate",
+           ("pcie_rx_bytes_per_second",), "pcie_rx_bytes_per_second"),
+    # older drivers without the count fields: the driver's 20 ms throughput (GPM, where there is, comes first)
+    Metric("pcie_tx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)", None, None, None, "kilo",
+           ("pcie_tx_bytes_per_second",), "pcie_tx_bytes_per_second"),
+    Metric("pcie_rx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)", None, None, None, "kilo",
+           ("pcie_rx_bytes_per_second",), "pcie_rx_bytes_per_second"),
     Metric("nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138, ALL_LINKS, None, "kib_rate",
            ("nvlink_tx_bytes_per_second",), "nvlink_tx_bytes_per_second"),
     Metric("nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139, ALL_LINKS, None, "kib_rate",
