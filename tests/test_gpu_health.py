@@ -11,12 +11,13 @@ import gc
 import math
 import time
 
+import numpy as np
 import pytest
 
 from sysprof.sampling.sampler import native_available
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
-    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, assert_levels, expected_gpm,
+    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, GiB, assert_levels, expected_gpm,
     expected_health, fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
 
 BACKENDS = ["native", "psutil"]
@@ -210,6 +211,10 @@ def test_python_metric_table_is_the_native_one():
         ("viol_power", None, None, None), ("viol_thermal", None, None, None), ("ecc_corrected", None, None, None),
         ("ecc_uncorrected", None, None, None), ("remapped_rows", None, None, None), ("pcie_replay", None, None, None),
         ("power_limit", None, None, None), ("pcie_gen", None, None, None), ("pcie_width", None, None, None)]
+    # The clock event reasons at every reading; the health rows (from the violation counters on) once a second.
+    assert [m["metric"] for m in native if m["slow"]] == [
+        "viol_power", "viol_thermal", "ecc_corrected", "ecc_uncorrected", "remapped_rows", "pcie_replay",
+        "power_limit", "pcie_gen", "pcie_width"]
     # Every channel is written by some row; the channel list is the registry's.
     registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
     # (the XID channels come from the event waiter, csrc/gpu/nvml_events.hpp, not from a table row)
@@ -237,6 +242,33 @@ def test_report_names_the_clock_event_reasons():
                for t in range(3)]
     assert reason_lines(TraceData(events)) == [
         "gpu/0 clocks held down by: SW power cap 60%, HW thermal slowdown 20% of the time"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clock_reasons_at_every_reading(fake, fresh_pynvml, backend):
+    # Issue 27, item 4: a power cap held in 3 of every 10 readings (300 ms of each second at 10 ms readings) shows
+    # in 3 of every 10 readings' rows, not as the once-a-second value held for a second. Each row names its reading:
+    # memory_used is 1 GiB + d GiB + n MiB at the reading's n-th memory call, and that reading's reasons call is its
+    # n-th too (both are asked once per reading), so the row's expected mask is the fake's duty cycle at n.
+    f = fake(reasons_duty="3/10")
+    t0 = time.monotonic()
+    s = _sampler(backend)
+    s.start()
+    deadline = t0 + 30  # 40 readings, however slowly a busy machine runs them
+    while f.calls("nvmlDeviceGetMemoryInfo_v2", 0) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    b = s.drain()
+    for d, bits in ((0, 0x4), (1, 0x48)):
+        n = (b.column(f"gpu/{d}/memory_used_bytes") - (1 + d) * GiB) / MiB
+        assert (n == np.round(n)).all() and n.min() >= 1
+        want = np.where((n.astype(int) - 1) % 10 < 3, bits, 0)
+        got = b.column(f"gpu/{d}/clocks_event_reasons")
+        assert got.tolist() == want.tolist()
+        # Both phases of the cycle are in the rows, which span more than two cycles of readings.
+        assert n.max() - n.min() >= 20 and {0, bits} == set(got.tolist())
+    # The health rows stay slow: one read at the priming reading, then at most one per second since.
+    assert f.calls("nvmlDeviceGetRemappedRows", 0) <= 2 + (time.monotonic() - t0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

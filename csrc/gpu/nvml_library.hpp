@@ -37,7 +37,7 @@ struct Library {
   RegisterEventsFn register_events = nullptr;
   EventSetWaitFn event_set_wait = nullptr;
   EventSetFreeFn event_set_free = nullptr;
-  // Throttling and health (issue 13, item 2); read at kSlowNs (csrc/gpu/nvml_query.hpp).
+  // Throttling and health (issue 13, item 2); health read at kSlowNs (csrc/gpu/nvml_query.hpp).
   GetReasonsFn get_clk_events = nullptr, get_clk_throttle = nullptr;
   GetViolationFn get_violation = nullptr;
   GetEccFn get_ecc = nullptr;

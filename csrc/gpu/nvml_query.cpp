@@ -170,11 +170,12 @@ constexpr MetricSpec kMetricTable[kMetrics] = {
    {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
   {"nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", kFiNvlinkThroughputDataRx, kScopeAllLinks, -1, kKibRate,
    {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  // Throttling and health: slow rows (kSlowNs). ClocksEventReasons is the r535+ name of ThrottleReasons.
+  // Throttling, at every reading. ClocksEventReasons is the r535+ name of ThrottleReasons.
   {"clk_events", "nvmlDeviceGetCurrentClocksEventReasons", 0, 0, mClkThrottle, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>, true},
+   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>},
   {"clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", 0, 0, -1, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>, true},
+   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>},
+  // Health: slow rows (kSlowNs).
   {"viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", 0, 0, -1, kNsTotal,
    {kViolPower, kViolPowerRate, N, N}, "violation_power_seconds_*", has<&Library::get_violation>,
    get_violation<kPerfPolicyPower>, true},

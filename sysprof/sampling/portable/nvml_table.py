@@ -6,7 +6,8 @@ A row: the metric's key; the NVML function or field asked (``call``, also the na
 the field id and scopeId for ``nvmlDeviceGetFieldValues`` (None: a getter of its own); the metric
 asked instead once this one is refused (``fallback``); the ``rule`` turning the raw answer into
 channel values; the channels written; what reads NaN once it and its fallback are refused; ``slow``: read
-once every ``SLOW_S`` (the throttling and health rows), the values held in between.
+once every ``SLOW_S`` (the health rows), the values held in between. The clock event reasons are read at every
+reading: they change faster than once a second.
 """
 from __future__ import annotations
 
@@ -79,11 +80,12 @@ METRICS: Tuple[Metric, ...] = (
            ("nvlink_tx_bytes_per_second",), "nvlink_tx_bytes_per_second"),
     Metric("nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139, ALL_LINKS, None, "kib_rate",
            ("nvlink_rx_bytes_per_second",), "nvlink_rx_bytes_per_second"),
-    # throttling and health: slow rows; ClocksEventReasons is the r535+ name of ThrottleReasons
+    # throttling, at every reading; ClocksEventReasons is the r535+ name of ThrottleReasons
     Metric("clk_events", "nvmlDeviceGetCurrentClocksEventReasons", None, None, "clk_throttle", "level",
-           ("clocks_event_reasons",), "clocks_event_reasons", True),
+           ("clocks_event_reasons",), "clocks_event_reasons"),
     Metric("clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", None, None, None, "level",
-           ("clocks_event_reasons",), "clocks_event_reasons", True),
+           ("clocks_event_reasons",), "clocks_event_reasons"),
+    # health: slow rows
     Metric("viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", None, None, None, "ns_total",
            ("violation_power_seconds_total", "violation_power_seconds_per_second"), "violation_power_seconds_*", True),
     Metric("viol_thermal", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL)", None, None, None, "ns_total",
