@@ -290,3 +290,37 @@ def test_pcie_throughput_stands_in_for_refused_fields(fake, fresh_pynvml, backen
         f"gpu/1: pcie_{k}_bytes_per_second read NaN (nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_{k.upper()}_BYTES): "
         "NVML_ERROR_NOT_SUPPORTED)" for k in ("tx", "rx")]
 
+
+def test_report_clock_reasons_from_samples_and_violation_counters():
+    # Issue 27, item 4: per reason, the share of time from the reason samples; independently, from the violation
+    # counters (their increase over the span). 10 ms rows over 1 s: SW power cap in the first 300 ms; the power
+    # counter grows by 0.25 s over the second (read at 0 and 1 s, held in between), the thermal one by 0.
+    from sysprof.report import TraceData
+    from sysprof.report.gpu_reasons import reason_lines, reason_shares
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]
+    for k in range(101):
+        args = {"clocks_event_reasons": 0x4 if k < 30 else 0x0,
+                "violation_power_seconds_total": 10.0 + (0.25 if k == 100 else 0.0),
+                "violation_thermal_seconds_total": 3.0}
+        events.append({"ph": "C", "name": "gpu/0", "ts": 1000 + k * 10000, "pid": 1, "args": args})
+    # gpu/1, over 4 s: the power counter grew 0.25 s in the first second, then read unchanged at 2, 3 and 4 s.
+    events += [{"ph": "C", "name": "gpu/1", "ts": 1000 + k * 10000, "pid": 1,
+                "args": {"violation_power_seconds_total": 0.25 if k >= 100 else 0.0}} for k in range(401)]
+    data = TraceData(events)
+    # The last row holds for an interval (10 ms, the median spacing): 101 rows of 10 ms, 30 of them capped.
+    got = reason_shares(data)
+    assert list(got) == ["gpu/0", "gpu/1"]
+    assert got["gpu/1"] == {"reason_samples_s": 0.0, "reasons": {},
+                            "violation_counters": {"power": pytest.approx(0.25 / 4), "thermal": None}}
+    assert got["gpu/0"]["reason_samples_s"] == pytest.approx(1.01)
+    assert got["gpu/0"]["reasons"] == {"SW power cap": pytest.approx(30 / 101)}
+    assert got["gpu/0"]["violation_counters"] == {"power": pytest.approx(0.25), "thermal": 0.0}
+    assert reason_lines(data) == ["gpu/0 clocks held down by: SW power cap 30% of the time; "
+                                  "violation counters: power 25% of the time",
+                                  "gpu/1 clocks held down by: violation counters: power 6% of the time"]
+    # A counter that went back (a driver reload), or a trace without the counters: no share.
+    events[101]["args"]["violation_power_seconds_total"] = 1.0
+    for e in events[1:]:
+        e["args"].pop("violation_thermal_seconds_total", None)
+    got = reason_shares(TraceData(events))["gpu/0"]["violation_counters"]
+    assert got == {"power": None, "thermal": None}
