@@ -4,8 +4,8 @@ real libnvidia-ml instead).
 
 The native source's NVML calls run on its reader thread ("sysprof-nvml"); the sampling thread only copies the
 reader's latest reading. Both are measured on one sampler running at 1 kHz with only the gpu source: the
-reader's CPU time (its /proc schedstat) per reading per device, which includes the throttling and health
-rows read once a second (amortised) and the two GPM calls per reading; the sampling thread's
+reader's CPU time (its /proc schedstat) per reading per device, which includes the clock event reasons (asked
+at every reading), the health rows read once a second (amortised) and the two GPM calls per reading; the sampling thread's
 ``sample_ns_mean`` per tick (the copy); and what one driver-samples read of a device (nvmlDeviceGetSamples for
 its five types, every 0.5 s; four served on the fake) costs the reader thread, native and pynvml (the reader's
 own thread CPU clock around the reads). Running this file with another build's Python (e.g. main's venv)

@@ -11,13 +11,14 @@ import gc
 import math
 import time
 
+import numpy as np
 import pytest
 
 from sysprof.sampling.sampler import native_available
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
-    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, assert_levels, expected_gpm, expected_health,
-    fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
+    ALL_CHANNELS, GPM_CHANNELS, GPU_CHANNELS, METRIC_CHANNELS, NVLINK_NOTE, GiB, assert_levels, expected_gpm,
+    expected_health, fake, fake_builds, fresh_pynvml, gpu_sampler, wait_for)
 
 BACKENDS = ["native", "psutil"]
 MiB = 1024.0 ** 2
@@ -118,7 +119,7 @@ def test_gpm_values_between_two_samples(fake, fresh_pynvml, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gpm_stands_in_for_refused_pcie_fields(fake, fresh_pynvml, backend):
-    fake(refuse="field:197@0=3,field:198@0=3")
+    f = fake(refuse="field:197@0=3,field:198@0=3")
     s = _sampler(backend)
     time.sleep(0.05)  # rates over a gap that a preemption is a small share of
     s.sample()
@@ -133,6 +134,8 @@ def test_gpm_stands_in_for_refused_pcie_fields(fake, fresh_pynvml, backend):
     assert "gpu/0: pcie_tx_bytes_per_second from GPM (NVML_GPM_METRIC_PCIE_TX_PER_SEC)" in notes
     assert "gpu/0: pcie_rx_bytes_per_second read NaN (NVML_FI_DEV_PCIE_COUNT_RX_BYTES: NVML_ERROR_NOT_SUPPORTED)" \
         in notes
+    # GPM comes first: the fields' older fallback (nvmlDeviceGetPcieThroughput) is not asked where GPM answers.
+    assert f.calls("nvmlDeviceGetPcieThroughput", 0) == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -201,12 +204,17 @@ def test_python_metric_table_is_the_native_one():
         ("energy_field", 83, 0, "energy_fn"), ("energy_fn", None, None, None),
         ("temp_v", None, None, "temp"), ("temp", None, None, None),
         ("sm_clock", None, None, None), ("mem_clock", None, None, None),
-        ("pcie_tx", 197, 0, None), ("pcie_rx", 198, 0, None),
+        ("pcie_tx", 197, 0, "pcie_tx_tput"), ("pcie_rx", 198, 0, "pcie_rx_tput"),
+        ("pcie_tx_tput", None, None, None), ("pcie_rx_tput", None, None, None),
         ("nvlink_tx", 138, 0xFFFFFFFF, None), ("nvlink_rx", 139, 0xFFFFFFFF, None),
         ("clk_events", None, None, "clk_throttle"), ("clk_throttle", None, None, None),
         ("viol_power", None, None, None), ("viol_thermal", None, None, None), ("ecc_corrected", None, None, None),
         ("ecc_uncorrected", None, None, None), ("remapped_rows", None, None, None), ("pcie_replay", None, None, None),
         ("power_limit", None, None, None), ("pcie_gen", None, None, None), ("pcie_width", None, None, None)]
+    # The clock event reasons at every reading; the health rows (from the violation counters on) once a second.
+    assert [m["metric"] for m in native if m["slow"]] == [
+        "viol_power", "viol_thermal", "ecc_corrected", "ecc_uncorrected", "remapped_rows", "pcie_replay",
+        "power_limit", "pcie_gen", "pcie_width"]
     # Every channel is written by some row; the channel list is the registry's.
     registry = tuple(c.pattern.split("/")[-1] for c in SOURCES["gpu"].channels)
     # (the XID channels come from the event waiter, csrc/gpu/nvml_events.hpp, not from a table row)
@@ -234,3 +242,85 @@ def test_report_names_the_clock_event_reasons():
                for t in range(3)]
     assert reason_lines(TraceData(events)) == [
         "gpu/0 clocks held down by: SW power cap 60%, HW thermal slowdown 20% of the time"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clock_reasons_at_every_reading(fake, fresh_pynvml, backend):
+    # Issue 27, item 4: a power cap held in 3 of every 10 readings (300 ms of each second at 10 ms readings) shows
+    # in 3 of every 10 readings' rows, not as the once-a-second value held for a second. Each row names its reading:
+    # memory_used is 1 GiB + d GiB + n MiB at the reading's n-th memory call, and that reading's reasons call is its
+    # n-th too (both are asked once per reading), so the row's expected mask is the fake's duty cycle at n.
+    f = fake(reasons_duty="3/10")
+    t0 = time.monotonic()
+    s = _sampler(backend)
+    s.start()
+    deadline = t0 + 30  # 40 readings, however slowly a busy machine runs them
+    while f.calls("nvmlDeviceGetMemoryInfo_v2", 0) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    b = s.drain()
+    for d, bits in ((0, 0x4), (1, 0x48)):
+        n = (b.column(f"gpu/{d}/memory_used_bytes") - (1 + d) * GiB) / MiB
+        assert (n == np.round(n)).all() and n.min() >= 1
+        want = np.where((n.astype(int) - 1) % 10 < 3, bits, 0)
+        got = b.column(f"gpu/{d}/clocks_event_reasons")
+        assert got.tolist() == want.tolist()
+        # Both phases of the cycle are in the rows, which span more than two cycles of readings.
+        assert n.max() - n.min() >= 20 and {0, bits} == set(got.tolist())
+    # The health rows stay slow: one read at the priming reading, then at most one per second since.
+    assert f.calls("nvmlDeviceGetRemappedRows", 0) <= 2 + (time.monotonic() - t0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pcie_throughput_stands_in_for_refused_fields(fake, fresh_pynvml, backend):
+    # Issue 27, item 5: an older driver without the PCIe count fields, on devices without GPM: the driver's 20 ms
+    # throughput (KB/s) answers instead, exactly the fake's values in B/s. On device 1 that is refused too: NaN.
+    f = fake(refuse="field:197=3,field:198=3,nvmlDeviceGetPcieThroughput@1=3", gpm_devices=0)
+    s = _sampler(backend)
+    rows = [s.sample() for _ in range(3)]
+    for row in rows:
+        assert row["gpu/0/pcie_tx_bytes_per_second"] == 300000 * 1000.0
+        assert row["gpu/0/pcie_rx_bytes_per_second"] == 600000 * 1000.0
+        assert math.isnan(row["gpu/1/pcie_tx_bytes_per_second"]) and math.isnan(row["gpu/1/pcie_rx_bytes_per_second"])
+    assert f.calls("nvmlDeviceGetPcieThroughput", 0) == 2 * 4  # tx and rx, at the priming reading and 3 samples
+    assert f.calls("nvmlDeviceGetPcieThroughput", 1) == 2  # refused once each, never asked again
+    notes = s.errors["gpu"].split("; ")
+    assert not [n for n in notes if n.startswith("gpu/0: pcie")]  # the fallback answered: no note
+    assert [n for n in notes if n.startswith("gpu/1: pcie")] == [
+        f"gpu/1: pcie_{k}_bytes_per_second read NaN (nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_{k.upper()}_BYTES): "
+        "NVML_ERROR_NOT_SUPPORTED)" for k in ("tx", "rx")]
+
+
+def test_report_clock_reasons_from_samples_and_violation_counters():
+    # Issue 27, item 4: per reason, the share of time from the reason samples; independently, from the violation
+    # counters (their increase over the span). 10 ms rows over 1 s: SW power cap in the first 300 ms; the power
+    # counter grows by 0.25 s over the second (read at 0 and 1 s, held in between), the thermal one by 0.
+    from sysprof.report import TraceData
+    from sysprof.report.gpu_reasons import reason_lines, reason_shares
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "x"}}]
+    for k in range(101):
+        args = {"clocks_event_reasons": 0x4 if k < 30 else 0x0,
+                "violation_power_seconds_total": 10.0 + (0.25 if k == 100 else 0.0),
+                "violation_thermal_seconds_total": 3.0}
+        events.append({"ph": "C", "name": "gpu/0", "ts": 1000 + k * 10000, "pid": 1, "args": args})
+    # gpu/1, over 4 s: the power counter grew 0.25 s in the first second, then read unchanged at 2, 3 and 4 s.
+    events += [{"ph": "C", "name": "gpu/1", "ts": 1000 + k * 10000, "pid": 1,
+                "args": {"violation_power_seconds_total": 0.25 if k >= 100 else 0.0}} for k in range(401)]
+    data = TraceData(events)
+    # The last row holds for an interval (10 ms, the median spacing): 101 rows of 10 ms, 30 of them capped.
+    got = reason_shares(data)
+    assert list(got) == ["gpu/0", "gpu/1"]
+    assert got["gpu/1"] == {"reason_samples_s": 0.0, "reasons": {},
+                            "violation_counters": {"power": pytest.approx(0.25 / 4), "thermal": None}}
+    assert got["gpu/0"]["reason_samples_s"] == pytest.approx(1.01)
+    assert got["gpu/0"]["reasons"] == {"SW power cap": pytest.approx(30 / 101)}
+    assert got["gpu/0"]["violation_counters"] == {"power": pytest.approx(0.25), "thermal": 0.0}
+    assert reason_lines(data) == ["gpu/0 clocks held down by: SW power cap 30% of the time; "
+                                  "violation counters: power 25% of the time",
+                                  "gpu/1 clocks held down by: violation counters: power 6% of the time"]
+    # A counter that went back (a driver reload), or a trace without the counters: no share.
+    events[101]["args"]["violation_power_seconds_total"] = 1.0
+    for e in events[1:]:
+        e["args"].pop("violation_thermal_seconds_total", None)
+    got = reason_shares(TraceData(events))["gpu/0"]["violation_counters"]
+    assert got == {"power": None, "thermal": None}

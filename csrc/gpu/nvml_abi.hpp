@@ -51,6 +51,8 @@ enum : Return {
 constexpr int kTemperatureGpu = 0;
 constexpr int kClockSm = 1;
 constexpr int kClockMem = 2;
+constexpr int kPcieUtilTxBytes = 0;  // nvmlPcieUtilCounter_t NVML_PCIE_UTIL_TX_BYTES
+constexpr int kPcieUtilRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 
 // Field ids for nvmlDeviceGetFieldValues (pynvml.py NVML_FI_DEV_*; units from the NVML reference).
 constexpr unsigned kFiTotalEnergyConsumption = 83;  // mJ since the driver was last reloaded
@@ -176,7 +178,8 @@ using GetUintFn = Return (*)(Device, unsigned*);  // nvmlDeviceGetPowerUsage (mW
 using GetUllFn = Return (*)(Device, unsigned long long*);  // nvmlDeviceGetTotalEnergyConsumption (mJ)
 using GetTemperatureFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetTemperature
 using GetTemperatureVFn = Return (*)(Device, TemperatureV1*);  // nvmlDeviceGetTemperatureV
-using GetClockFn = Return (*)(Device, int, unsigned*);  // nvmlDeviceGetClockInfo (MHz)
+// nvmlDeviceGetClockInfo (MHz), nvmlDeviceGetPcieThroughput (KB/s)
+using GetClockFn = Return (*)(Device, int, unsigned*);
 using GetFieldValuesFn = Return (*)(Device, int, FieldValue*);  // nvmlDeviceGetFieldValues
 // nvmlDeviceGetSamples(device, type, lastSeenTimeStamp, *sampleValType, *sampleCount, samples)
 using GetSamplesFn = Return (*)(Device, int, unsigned long long, int*, unsigned*, Sample*);

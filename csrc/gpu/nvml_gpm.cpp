@@ -53,6 +53,10 @@ void gpm_open(const Library& lib, Gpu& g, Calls& calls) {
   st->req.reset(new GpmMetricsGet);
   std::memset(st->req.get(), 0, sizeof(GpmMetricsGet));
   g.gpm = std::move(st);
+  // Where GPM stands in for a field, the field's older fallback (nvmlDeviceGetPcieThroughput) is never asked.
+  for (const GpmSpec& s : kGpmTable)
+    if (s.stands_in_for >= 0 && kMetricTable[s.stands_in_for].fallback >= 0)
+      g.refused |= uint32_t(1) << kMetricTable[s.stands_in_for].fallback;
 }
 
 void gpm_close(const Library& lib, Gpu& g, Calls& calls) {

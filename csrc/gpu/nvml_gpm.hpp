@@ -7,7 +7,8 @@
 // reading. The first reading only takes a sample (NaN). A device without GPM, or a library without the
 // GPM calls (an older driver), has no GPM channels (kFirstGpm..) and a note says why. PCIe and NVLink
 // throughput come from GPM where the field counters (NVML_FI_DEV_PCIE_COUNT_*, NVLINK_THROUGHPUT_*) are
-// refused (noted once when GPM first answers). Each metric's own return code is checked: a permanent one
+// refused (noted once when GPM first answers; the PCIe fields' own fallback, nvmlDeviceGetPcieThroughput,
+// is then never asked). Each metric's own return code is checked: a permanent one
 // reads NaN from then on, noted (but for a stand-in, whose channel's field was noted already).
 // The table is exported to Python as _native.nvml_gpm_metrics(); the pynvml twin is
 // sysprof/sampling/portable/nvml_gpm.py.

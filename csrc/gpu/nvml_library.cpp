@@ -35,6 +35,7 @@ bool resolve(Library& lib) {
   lib.get_temp_v = symbol<GetTemperatureVFn>(h, "nvmlDeviceGetTemperatureV");
   lib.get_clock = symbol<GetClockFn>(h, "nvmlDeviceGetClockInfo");
   lib.get_fields = symbol<GetFieldValuesFn>(h, "nvmlDeviceGetFieldValues");
+  lib.get_pcie_tput = symbol<GetClockFn>(h, "nvmlDeviceGetPcieThroughput");
   lib.event_set_create = symbol<EventSetCreateFn>(h, "nvmlEventSetCreate");
   lib.register_events = symbol<RegisterEventsFn>(h, "nvmlDeviceRegisterEvents");
   lib.event_set_wait = symbol<EventSetWaitFn>(h, "nvmlEventSetWait_v2");

@@ -31,12 +31,13 @@ struct Library {
   GetTemperatureVFn get_temp_v = nullptr;
   GetClockFn get_clock = nullptr;
   GetFieldValuesFn get_fields = nullptr;
+  GetClockFn get_pcie_tput = nullptr;  // nvmlDeviceGetPcieThroughput (KB/s): where the PCIe count fields are not
   // XID events (csrc/gpu/nvml_events.cpp): all four, or none is used.
   EventSetCreateFn event_set_create = nullptr;
   RegisterEventsFn register_events = nullptr;
   EventSetWaitFn event_set_wait = nullptr;
   EventSetFreeFn event_set_free = nullptr;
-  // Throttling and health (issue 13, item 2); read at kSlowNs (csrc/gpu/nvml_query.hpp).
+  // Throttling and health (issue 13, item 2); health read at kSlowNs (csrc/gpu/nvml_query.hpp).
   GetReasonsFn get_clk_events = nullptr, get_clk_throttle = nullptr;
   GetViolationFn get_violation = nullptr;
   GetEccFn get_ecc = nullptr;

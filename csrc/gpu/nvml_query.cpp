@@ -80,6 +80,9 @@ Return get_uint_of(const Library& l, Device h, Raw& r) {
 constexpr Getter get_temp = get_uint_of<&Library::get_temp, kTemperatureGpu>;
 constexpr Getter get_sm_clock = get_uint_of<&Library::get_clock, kClockSm>;
 constexpr Getter get_mem_clock = get_uint_of<&Library::get_clock, kClockMem>;
+// nvmlDeviceGetPcieThroughput: KB/s over the driver's last 20 ms (drivers without the PCIe count fields).
+constexpr Getter get_pcie_tx_tput = get_uint_of<&Library::get_pcie_tput, kPcieUtilTxBytes>;
+constexpr Getter get_pcie_rx_tput = get_uint_of<&Library::get_pcie_tput, kPcieUtilRxBytes>;
 
 // ---- throttling and health
 template <GetReasonsFn Library::*kFn>
@@ -153,20 +156,26 @@ constexpr MetricSpec kMetricTable[kMetrics] = {
    "sm_clock_hz", has<&Library::get_clock>, get_sm_clock},
   {"mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", 0, 0, -1, kFromMega, {kMemClock, N, N, N},
    "memory_clock_hz", has<&Library::get_clock>, get_mem_clock},
-  {"pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", kFiPcieCountTxBytes, 0, -1, kByteRate, {kPcieTx, N, N, N},
-   "pcie_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  {"pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", kFiPcieCountRxBytes, 0, -1, kByteRate, {kPcieRx, N, N, N},
-   "pcie_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
+  {"pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", kFiPcieCountTxBytes, 0, mPcieTxTput, kByteRate,
+   {kPcieTx, N, N, N}, "pcie_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
+  {"pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", kFiPcieCountRxBytes, 0, mPcieRxTput, kByteRate,
+   {kPcieRx, N, N, N}, "pcie_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
+  // Older drivers without the count fields: the driver's 20 ms throughput (GPM, where there is, comes first).
+  {"pcie_tx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)", 0, 0, -1, kFromKilo, {kPcieTx, N, N, N},
+   "pcie_tx_bytes_per_second", has<&Library::get_pcie_tput>, get_pcie_tx_tput},
+  {"pcie_rx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)", 0, 0, -1, kFromKilo, {kPcieRx, N, N, N},
+   "pcie_rx_bytes_per_second", has<&Library::get_pcie_tput>, get_pcie_rx_tput},
   // scopeId UINT_MAX: the sum over all links (0 would be link 0 alone)
   {"nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", kFiNvlinkThroughputDataTx, kScopeAllLinks, -1, kKibRate,
    {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
   {"nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", kFiNvlinkThroughputDataRx, kScopeAllLinks, -1, kKibRate,
    {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  // Throttling and health: slow rows (kSlowNs). ClocksEventReasons is the r535+ name of ThrottleReasons.
+  // Throttling, at every reading. ClocksEventReasons is the r535+ name of ThrottleReasons.
   {"clk_events", "nvmlDeviceGetCurrentClocksEventReasons", 0, 0, mClkThrottle, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>, true},
+   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>},
   {"clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", 0, 0, -1, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>, true},
+   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>},
+  // Health: slow rows (kSlowNs).
   {"viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", 0, 0, -1, kNsTotal,
    {kViolPower, kViolPowerRate, N, N}, "violation_power_seconds_*", has<&Library::get_violation>,
    get_violation<kPerfPolicyPower>, true},
@@ -197,6 +206,7 @@ const char* rule_name(Rule r) {
     case kLevel: return "level";
     case kFromMilli: return "milli";
     case kFromMega: return "mega";
+    case kFromKilo: return "kilo";
     case kEnergyMj: return "energy_mj";
     case kByteRate: return "byte_rate";
     case kKibRate: return "kib_rate";
@@ -273,6 +283,7 @@ void store(Gpu& g, int m, const Raw& raw, int64_t now, double* o) {
       break;
     case kFromMilli: o[ch[0]] = raw.v[0] / 1000.0; break;
     case kFromMega: o[ch[0]] = raw.v[0] * 1e6; break;
+    case kFromKilo: o[ch[0]] = raw.v[0] * 1000.0; break;
     case kEnergyMj:
       if (raw.counted) o[ch[0]] = double(raw.count) / 1000.0, o[ch[1]] = g.energy.update(raw.count, now);
       break;
@@ -305,7 +316,7 @@ bool as_counter(const FieldValue& f, uint64_t& v) {
 }
 Raw raw_of(const FieldValue& f, Rule rule) {
   Raw raw;
-  if (rule == kLevel || rule == kFromMilli || rule == kFromMega)
+  if (rule == kLevel || rule == kFromMilli || rule == kFromMega || rule == kFromKilo)
     raw.v[0] = as_double(f);
   else
     raw.counted = as_counter(f, raw.count);

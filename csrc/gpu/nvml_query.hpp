@@ -8,9 +8,10 @@
 // NO_PERMISSION, FUNCTION_NOT_FOUND (and ARGUMENT_VERSION_MISMATCH; INVALID_ARGUMENT for a field id an
 // older driver does not know) are remembered per (device, metric) and never asked again; GPU_IS_LOST
 // and RESET_REQUIRED retire the device (NaN from then on); anything else is NaN for this reading.
-// Slow rows (throttling and health: clock event reasons, violation times, ECC, remapped rows, PCIe replays
-// and link, the power limit) are asked once every kSlowNs and their channels hold the last answer in
-// between, so at 1 kHz they cost one compare per row per reading. GPM (csrc/gpu/nvml_gpm.hpp) follows the
+// The clock event reasons are read at every reading (a cheap call; a power cap of 300 ms in each second must
+// show in 30 % of the rows). Slow rows (health: violation times, ECC, remapped rows, PCIe replays and link,
+// the power limit) are asked once every kSlowNs and their channels hold the last answer in between, so at
+// 1 kHz they cost one compare per row per reading. GPM (csrc/gpu/nvml_gpm.hpp) follows the
 // getters. The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp); the pynvml
 // twin (sysprof/sampling/portable/nvml_table.py) is pinned to it by tests/test_gpu.py.
 #pragma once
@@ -45,7 +46,7 @@ enum Channel {
   kPcieRx,
   kNvlinkTx,
   kNvlinkRx,
-  // throttling and health (read every kSlowNs)
+  // throttling (every reading) and health (read every kSlowNs)
   kClkEvents,
   kViolPower,
   kViolPowerRate,
@@ -89,11 +90,14 @@ enum Metric {
   mMemClock,
   mPcieTx,
   mPcieRx,
+  mPcieTxTput,
+  mPcieRxTput,
   mNvlinkTx,
   mNvlinkRx,
-  // throttling and health: slow rows, read every kSlowNs and held in between
+  // throttling: at every reading
   mClkEvents,
   mClkThrottle,
+  // health: slow rows, read every kSlowNs and held in between
   mViolPower,
   mViolThermal,
   mEccCorrected,
@@ -113,6 +117,7 @@ enum Rule {
   kLevel,      // values as they are, one per channel written
   kFromMilli,  // one value / 1000 (mW -> W)
   kFromMega,   // one value * 1e6 (MHz -> Hz)
+  kFromKilo,   // one value * 1000 (KB/s -> B/s)
   kEnergyMj,   // an mJ counter: energy_joules, and energy_power_watts through EnergyPower
   kByteRate,   // a byte counter, as bytes per second through RateCounter
   kKibRate,    // a KiB counter, as bytes per second through RateCounter

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
                       phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
-from ..report.gpu_reasons import reason_lines
+from ..report.gpu_reasons import reason_lines, reason_shares
 from ..trace.schema import START_EVENT
 from .common import PROG, CLIError, _import_sysprof
 
@@ -66,8 +66,10 @@ def cmd_report(args) -> int:
     xids = xid_lines(data.instants, data.start_ts)  # GPU XID errors (critical), one line each
     from sysprof.sampling.gpu_refresh import refresh_line
     refresh = refresh_line(data.instants)  # each GPU channel's refresh period, measured at start
+    clocks = reason_shares(data)  # per GPU: each clock event reason's share of time, and the violation counters'
     if args.json:
         summary["gpu_xid_events"] = xids
+        summary["gpu_clock_reasons"] = jsonable(clocks)
         if refresh is not None:
             summary["gpu_refresh_at_start"] = refresh
         summary["verdict"] = jsonable(judged)
@@ -79,7 +81,7 @@ def cmd_report(args) -> int:
         print_verdict(judged)
         name = f"{args.trace} .. {args.parts[-1]} ({len(args.parts) + 1} parts)" if args.parts else args.trace
         print_table(summary, name, show_all=args.all or bool(args.channel))
-        for line in reason_lines(data):  # the names of gpu/<i>/clocks_event_reasons' bits
+        for line in reason_lines(data, clocks):  # the names of gpu/<i>/clocks_event_reasons' bits
             print(line)
         if refresh is not None:
             print(refresh)

@@ -25,6 +25,9 @@
  *   FAKE_NVML_MIG=<mask>         the devices in MIG mode (default none): 2 instances each, UUIDs
  *                                MIG-fa4e0000-0000-0000-0000-0000000000<d><i>
  *   FAKE_NVML_SAMPLES_BURST=<n>  nvmlDeviceGetSamples hands out n new samples at every call (see its section)
+ *   FAKE_NVML_REASONS_DUTY=<on>/<period>  the clock event reasons of a device hold its bits (below) at its
+ *                                calls n (of the reasons getter) with (n - 1) % period < on, else 0: a duty cycle
+ *                                over the reader's calls (30/100 at 10 ms readings: 300 ms in each second)
  *
  * Values (d = device index; n = how many times this function was called on this device, this call
  * included, or 1 with FAKE_NVML_STATIC; t = CLOCK_MONOTONIC ns since the first nvmlInit):
@@ -39,6 +42,9 @@
  *          UINT_MAX gives the sum, a link id 0..17 its 1/18 share
  * Throttling and health (section "throttling and health" below; t as above, in ns):
  *   clocks event reasons (both names) = 0x4 (SW power cap) on device 0, 0x48 (HW slowdown | HW thermal) on 1
+ *          (FAKE_NVML_REASONS_DUTY: only at some calls)
+ *   nvmlDeviceGetPcieThroughput (KB/s) TX = 300000 + 1000d, RX = 600000 + 1000d (device 1 too: it answers
+ *          whether or not the PCIe count fields are refused)
  *   violation time POWER = t / (4 >> d) ns (a quarter of the time on device 0, half on 1), THERMAL = t / 8 on
  *          device 0, 0 on 1; referenceTime = CLOCK_REALTIME us
  *   ECC volatile corrected = 5 + d, uncorrected = d (aggregate: 1000 + those, to catch the wrong counter)
@@ -458,13 +464,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFi
 #define MAX_REFUSALS 16
 static struct { char name[48]; int device; nvmlReturn_t code; } refusals[MAX_REFUSALS];
 static int nrefusals;
-static long cfg_gpm_devices = -1, cfg_mig, cfg_samples_burst;
+static long cfg_gpm_devices = -1, cfg_mig, cfg_samples_burst, cfg_duty_on, cfg_duty_period;
 
 static void read_issue13_config(void) {
   nrefusals = 0;
   cfg_gpm_devices = env_long("FAKE_NVML_GPM_DEVICES", -1);
   cfg_mig = env_long("FAKE_NVML_MIG", 0);
   cfg_samples_burst = env_long("FAKE_NVML_SAMPLES_BURST", 0);
+  const char *duty = getenv("FAKE_NVML_REASONS_DUTY");
+  cfg_duty_on = cfg_duty_period = 0;
+  if (duty && sscanf(duty, "%ld/%ld", &cfg_duty_on, &cfg_duty_period) != 2) cfg_duty_period = 0;
   const char *v = getenv("FAKE_NVML_REFUSE");
   char buf[512];
   snprintf(buf, sizeof buf, "%s", v ? v : "");
@@ -509,15 +518,19 @@ typedef struct { unsigned long long referenceTime, violationTime; } nvmlViolatio
 _Static_assert(sizeof(nvmlViolationTime_t) == 16, "violation time");
 enum { PERF_POLICY_POWER = 0, PERF_POLICY_THERMAL = 1 };
 
-static unsigned long long reasons_of(int d) { return d == 0 ? 0x4ull : 0x48ull; }
+/* The reasons at the n-th call of a reasons getter on device d (FAKE_NVML_REASONS_DUTY: a duty cycle over n). */
+static unsigned long long reasons_of(int d, long n) {
+  if (cfg_duty_period > 0 && (n - 1) % cfg_duty_period >= cfg_duty_on) return 0;
+  return d == 0 ? 0x4ull : 0x48ull;
+}
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev, unsigned long long *reasons) {
   ENTER_OR_REFUSE("nvmlDeviceGetCurrentClocksEventReasons", dev);
-  *reasons = reasons_of(d);
+  *reasons = reasons_of(d, n);
   return leave(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t dev, unsigned long long *reasons) {
   ENTER_OR_REFUSE("nvmlDeviceGetCurrentClocksThrottleReasons", dev);
-  *reasons = reasons_of(d);
+  *reasons = reasons_of(d, n);
   return leave(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t dev, int policy, nvmlViolationTime_t *v) {
@@ -539,6 +552,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t dev, unsigned int *co
                                               unsigned int *pending, unsigned int *failure) {
   ENTER_OR_REFUSE("nvmlDeviceGetRemappedRows", dev);
   *corr = 2u + (unsigned)d, *unc = (unsigned)d, *pending = (unsigned)d, *failure = 0;
+  return leave(NVML_SUCCESS);
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t dev, int counter, unsigned int *kbps) {
+  ENTER_OR_REFUSE("nvmlDeviceGetPcieThroughput", dev);
+  if (counter != 0 && counter != 1) return leave(NVML_ERROR_INVALID_ARGUMENT);
+  *kbps = (counter == 0 ? 300000u : 600000u) + 1000u * (unsigned)d;
   return leave(NVML_SUCCESS);
 }
 EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t dev, unsigned int *value) {

@@ -25,7 +25,7 @@ METRIC_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_
                    "energy_joules", "energy_power_watts", "temperature_celsius", "sm_clock_hz",
                    "memory_clock_hz", "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second",
                    "nvlink_tx_bytes_per_second", "nvlink_rx_bytes_per_second",
-                   # throttling and health (read once a second)
+                   # throttling (every reading) and health (read once a second)
                    "clocks_event_reasons", "violation_power_seconds_total", "violation_power_seconds_per_second",
                    "violation_thermal_seconds_total", "violation_thermal_seconds_per_second", "ecc_corrected_total",
                    "ecc_uncorrected_total", "remapped_rows_correctable", "remapped_rows_uncorrectable",
@@ -124,7 +124,8 @@ def fake(fake_builds, tmp_path, monkeypatch):
         path = d / "libnvidia-ml.so.1"
         shutil.copy(fake_builds[kind], path)
         for k in ("INIT_ERROR", "DEVICES", "LOST_AFTER", "HANG_AT", "HANG_MS", "HANG_CALL", "STATIC", "REFUSE",
-                  "GPM_DEVICES", "MIG", "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR", "SAMPLES_BURST"):
+                  "GPM_DEVICES", "MIG", "XIDS", "EVENTS_UNSUPPORTED", "WAIT_ERROR", "SAMPLES_BURST",
+                  "REASONS_DUTY"):
             monkeypatch.delenv(f"FAKE_NVML_{k}", raising=False)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # every GPU, unless a test sets it
         for k, v in env.items():

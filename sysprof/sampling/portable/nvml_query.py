@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Optional
 
 from ...text import text
 from . import nvml_library as lib
-from .nvml_gpm import GpmDevice
+from .nvml_gpm import GPM_METRICS, GpmDevice
 from .nvml_table import (BY_KEY, CHANNELS, FIELDS, GETTERS, GPM_CHANNELS, INDEX, LEVEL_RULES, SLOW_CHANNELS, SLOW_S,
                          Metric, field_value, wanted)
 from .rules import EnergyPower, RateCounter
@@ -24,6 +24,9 @@ from .rules import EnergyPower, RateCounter
 NAN = math.nan
 _SLOTS = {m.metric: tuple(INDEX[c] for c in m.channels) for m in BY_KEY.values()}
 _SLOW = tuple(INDEX[c] for c in SLOW_CHANNELS)
+#: the fallbacks of the fields GPM stands in for (nvmlDeviceGetPcieThroughput): not asked on a GPM device
+GPM_REPLACES = tuple(f for f in (BY_KEY[m.stands_in_for].fallback for m in GPM_METRICS if m.stands_in_for)
+                     if f is not None)
 _RATES = tuple(m.metric for m in BY_KEY.values() if m.rule in ("byte_rate", "kib_rate", "ns_total"))
 
 
@@ -47,6 +50,8 @@ def _getters(pynvml) -> Dict[str, tuple]:
         "temp": ("nvmlDeviceGetTemperature", (gpu,), one),
         "sm_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_SM,), one),
         "mem_clock": ("nvmlDeviceGetClockInfo", (pynvml.NVML_CLOCK_MEM,), one),
+        "pcie_tx_tput": ("nvmlDeviceGetPcieThroughput", (getattr(pynvml, "NVML_PCIE_UTIL_TX_BYTES", 0),), one),
+        "pcie_rx_tput": ("nvmlDeviceGetPcieThroughput", (getattr(pynvml, "NVML_PCIE_UTIL_RX_BYTES", 1),), one),
         # throttling and health
         "clk_events": ("nvmlDeviceGetCurrentClocksEventReasons", (), one),
         "clk_throttle": ("nvmlDeviceGetCurrentClocksThrottleReasons", (), one),
@@ -137,6 +142,8 @@ class NvmlState:
             self.gpm[dev], why = GpmDevice.open(pynvml, timed, self.indices[dev], self.handles[dev])
             if why is not None:
                 self.note(f"gpu/{self.indices[dev]}: GPM metrics absent ({why})")
+            else:  # where GPM stands in for a field, the field's older fallback is never asked
+                self.refused[dev].update(GPM_REPLACES)
         #: per device, the channels laid out (indices into CHANNELS): all but GPM's where it has none
         self.layout = [tuple(i for i, c in enumerate(CHANNELS) if g is not None or c not in GPM_CHANNELS)
                        for g in self.gpm]
@@ -386,6 +393,8 @@ class GpuReader:
             o[slots[0]] = raw[0] / 1000.0
         elif m.rule == "mega":
             o[slots[0]] = raw[0] * 1e6
+        elif m.rule == "kilo":
+            o[slots[0]] = raw[0] * 1000.0
         elif raw is None:
             return
         elif m.rule == "energy_mj":

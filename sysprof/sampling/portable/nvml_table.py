@@ -6,7 +6,8 @@ A row: the metric's key; the NVML function or field asked (``call``, also the na
 the field id and scopeId for ``nvmlDeviceGetFieldValues`` (None: a getter of its own); the metric
 asked instead once this one is refused (``fallback``); the ``rule`` turning the raw answer into
 channel values; the channels written; what reads NaN once it and its fallback are refused; ``slow``: read
-once every ``SLOW_S`` (the throttling and health rows), the values held in between.
+once every ``SLOW_S`` (the health rows), the values held in between. The clock event reasons are read at every
+reading: they change faster than once a second.
 """
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from ..registry import SOURCES
 CHANNELS = tuple(c.pattern.rsplit("/", 1)[-1] for c in SOURCES["gpu"].channels)
 INDEX = {c: i for i, c in enumerate(CHANNELS)}
 
-#: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), energy_mj (an mJ counter:
-#: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second), ns_total
-#: (a ns counter: seconds total, and seconds per second)
-LEVEL_RULES = ("level", "milli", "mega")
+#: rules: level (as is), milli (/1000: mW -> W), mega (*1e6: MHz -> Hz), kilo (*1000: KB/s -> B/s), energy_mj
+#: (an mJ counter: joules and EnergyPower), byte_rate and kib_rate (a byte / KiB counter as bytes per second),
+#: ns_total (a ns counter: seconds total, and seconds per second)
+LEVEL_RULES = ("level", "milli", "mega", "kilo")
 COUNTER_RULES = ("energy_mj", "byte_rate", "kib_rate", "ns_total")
 SLOW_S = 1.0  # slow rows are read once this long after their previous read (native: kSlowNs)
 #: the GPM-only channels (sysprof/sampling/portable/nvml_gpm.py): laid out only where the device has GPM
@@ -66,19 +67,25 @@ METRICS: Tuple[Metric, ...] = (
            "sm_clock_hz"),
     Metric("mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", None, None, None, "mega", ("memory_clock_hz",),
            "memory_clock_hz"),
-    Metric("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197, 0, None, "byte_rate", ("pcie_tx_bytes_per_second",),
-           "pcie_tx_bytes_per_second"),
-    Metric("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198, 0, None, "byte_rate", ("pcie_rx_bytes_per_second",),
-           "pcie_rx_bytes_per_second"),
+    Metric("pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197, 0, "pcie_tx_tput", "byte_rate",
+           ("pcie_tx_bytes_per_second",), "pcie_tx_bytes_per_second"),
+    Metric("pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198, 0, "pcie_rx_tput", "byte_rate",
+           ("pcie_rx_bytes_per_second",), "pcie_rx_bytes_per_second"),
+    # older drivers without the count fields: the driver's 20 ms throughput (GPM, where there is, comes first)
+    Metric("pcie_tx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)", None, None, None, "kilo",
+           ("pcie_tx_bytes_per_second",), "pcie_tx_bytes_per_second"),
+    Metric("pcie_rx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)", None, None, None, "kilo",
+           ("pcie_rx_bytes_per_second",), "pcie_rx_bytes_per_second"),
     Metric("nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138, ALL_LINKS, None, "kib_rate",
            ("nvlink_tx_bytes_per_second",), "nvlink_tx_bytes_per_second"),
     Metric("nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139, ALL_LINKS, None, "kib_rate",
            ("nvlink_rx_bytes_per_second",), "nvlink_rx_bytes_per_second"),
-    # throttling and health: slow rows; ClocksEventReasons is the r535+ name of ThrottleReasons
+    # throttling, at every reading; ClocksEventReasons is the r535+ name of ThrottleReasons
     Metric("clk_events", "nvmlDeviceGetCurrentClocksEventReasons", None, None, "clk_throttle", "level",
-           ("clocks_event_reasons",), "clocks_event_reasons", True),
+           ("clocks_event_reasons",), "clocks_event_reasons"),
     Metric("clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", None, None, None, "level",
-           ("clocks_event_reasons",), "clocks_event_reasons", True),
+           ("clocks_event_reasons",), "clocks_event_reasons"),
+    # health: slow rows
     Metric("viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", None, None, None, "ns_total",
            ("violation_power_seconds_total", "violation_power_seconds_per_second"), "violation_power_seconds_*", True),
     Metric("viol_thermal", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL)", None, None, None, "ns_total",
