@@ -23,7 +23,7 @@ def text(value) -> str:
         raw = s.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raw = s.encode("utf-8", "surrogatepass")
-    return raw.decode("utf-8", "replace")
+    return text(raw)
 
 
 def encodable(obj):

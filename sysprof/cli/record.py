@@ -16,6 +16,7 @@ import uuid
 from ..distributed import rank_info
 from ..report import human_bytes
 from ..sampling.registry import SOURCES
+from ..text import text
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
 from ..trace.tracks import EventBuilder, counter_event
@@ -54,7 +55,7 @@ def _followed_argv(pid: int) -> list:
             raw = f.read(1 << 16)
     except OSError:
         return []
-    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+    return [text(a) for a in raw.split(b"\0") if a]
 
 
 def _preflight(args, command) -> None:

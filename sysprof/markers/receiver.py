@@ -71,6 +71,10 @@ def _who(ring) -> str:
     return f"pid {ring.pid} ({ring.comm})" if ring.comm else f"pid {ring.pid}"
 
 
+def _lost(ring) -> str:
+    return f"{_who(ring)}: {ring.damaged}; its markers from then on were lost"
+
+
 def _pid_of(name: str) -> str:
     """``pid N`` from a producer's file name ``<pid>-<created>.<suffix>``."""
     pid = name.split("-", 1)[0]
@@ -152,7 +156,7 @@ class MarkerReceiver:
             if name.endswith(NOSPACE):
                 self._ignored.add(key)
                 self._note(f"{_pid_of(name)}: no room for a marker ring in {self.path}; its markers "
-                                      "were dropped (count unknown)")
+                           "were dropped (count unknown)")
                 continue
             if not name.endswith(".ring"):
                 continue
@@ -172,11 +176,11 @@ class MarkerReceiver:
                 ring.pid, ring.foreign_tids = host, True
             if ring.stub:
                 self._note(f"{_who(ring)}: no room for a marker ring in {self.path}; every marker of "
-                                      "it was dropped (counted in markers_dropped)")
+                           "it was dropped (counted in markers_dropped)")
 
     def _retire(self, key, ring) -> None:
         if ring.damaged is not None:
-            self._note(f"{_who(ring)}: {ring.damaged}; its markers from then on were lost")
+            self._note(_lost(ring))
         self._retired_dropped += ring.dropped
         ring.close(unlink=True)
         del self._rings[key]
@@ -187,8 +191,7 @@ class MarkerReceiver:
         (truncated, replaced, impossible records), a file that never became a ring. The recorder writes it in the
         stop event's ``errors["markers"]``."""
         found = list(self._problems)
-        found += [f"{_who(r)}: {r.damaged}; its markers from then on were lost" for r in self._rings.values()
-                  if r.damaged is not None]
+        found += [_lost(r) for r in self._rings.values() if r.damaged is not None]
         more = self._more + max(0, len(found) - MAX_CLAUSES)
         return "; ".join(found[:MAX_CLAUSES] + ([f"{more} more"] if more else []))
 
@@ -260,7 +263,7 @@ class MarkerReceiver:
             key = (pid, tid)
             if key not in self._named_tids:
                 self._named_tids.add(key)
-                comm = "" if getattr(ring, "foreign_tids", False) else _comm(pid, tid)  # another namespace's tid
+                comm = "" if ring.foreign_tids else _comm(pid, tid)  # another namespace's tid
                 if comm:
                     meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": comm}})
             name = self._name(raw)

@@ -97,7 +97,7 @@ def encode_name(name) -> tuple:
     """``(utf8_bytes, flags)`` for a marker name: any object (a non-str is ``str()``-ed, bytes decoded as UTF-8
     with replacement), lone surrogates escaped as ``\\udcxx``, cut to NAME_MAX_BYTES at a character boundary."""
     if not isinstance(name, str):
-        name = bytes(name).decode("utf-8", "replace") if isinstance(name, (bytes, bytearray)) else str(name)
+        name = text(name) if isinstance(name, (bytes, bytearray)) else str(name)
     raw = name.encode("utf-8", "backslashreplace")
     if len(raw) <= NAME_MAX_BYTES:
         return raw, 0
@@ -129,10 +129,10 @@ STUB_SIZE = 4096
 NOSPACE = ".nospace"
 
 
-def native(name: str):
-    """``sysprof._native.<name>`` (the markers' C++ side) where the extension is built and SYSPROF_MARKERS_NATIVE
-    is not "0", else None."""
-    if os.environ.get(NATIVE_ENV, "1") == "0":
+def native(name: str, writer: bool = True):
+    """``sysprof._native.<name>`` (the markers' C++ side) where the extension is built, else None; for a
+    ``writer`` part also None where SYSPROF_MARKERS_NATIVE is "0"."""
+    if writer and os.environ.get(NATIVE_ENV, "1") == "0":
         return None
     try:
         from .. import _native
@@ -145,16 +145,8 @@ def _native_writer():
     return native("marker_writer")
 
 
-def _native_drop():
-    try:
-        from .. import _native
-    except ImportError:
-        return None
-    return getattr(_native, "marker_drop", None)
-
-
 #: the extension's atomic drop count (whichever writer writes the records), None without the extension
-_atomic_drop = _native_drop()
+_atomic_drop = native("marker_drop", writer=False)
 
 
 class Ring:
@@ -275,7 +267,6 @@ class RingReader:
             os.close(fd)
             raise
         self.fd, self.path, self.pid, self.created_ns = fd, path, pid, created
-        self.ino = st.st_ino
         self.size, self.nslots = st.st_size, nslots
         self.comm = text(head[COMM_AT:COMM_AT + 16].rstrip(b"\0"))
         self.tail = _I64.unpack_from(head, TAIL_AT)[0]
