@@ -164,11 +164,15 @@ def _row_times(data, changes: bool):
     if changes or listed is None or not listed.size:
         return times, None
     listed_us = listed / 1000.0
-    half = float(np.min(np.diff(listed_us))) / 2 if listed.size > 1 else 0.5
-    extra = times[times > listed_us[-1] + half] if data.stop_ts is None else times[:0]  # a stop's end rows: none
+    extra = times[times > listed_us[-1] + _half_spacing(listed_us)] if data.stop_ts is None else times[:0]  # a stop's end rows: none
     if not extra.size:
         return listed_us, listed
     return np.concatenate([listed_us, extra]), np.concatenate([listed, _us_to_ns(extra)])
+
+
+def _half_spacing(times) -> float:
+    """Half the closest spacing of ascending ``times`` (µs): an event further than this past the last is after it."""
+    return float(np.min(np.diff(times))) / 2 if times.size > 1 else 0.5
 
 
 def _nearest_rows(t, times):
@@ -179,8 +183,7 @@ def _nearest_rows(t, times):
     prev = np.maximum(j - 1, 0)
     nxt = np.minimum(j, times.size - 1)
     rows = np.where((j >= times.size) | ((j > 0) & (t - times[prev] <= times[nxt] - t)), prev, nxt)
-    half = float(np.min(np.diff(times))) / 2 if times.size > 1 else 0.5
-    rows[t > times[-1] + half] = times.size  # after the last row (a stop's end rows): no row's value
+    rows[t > times[-1] + _half_spacing(times)] = times.size  # after the last row (a stop's end rows): no row's value
     return rows
 
 
