@@ -550,6 +550,13 @@ for _ in range(50):  # pids in the new namespace: 1, 2, ... so the worker's is n
     os.waitpid(pid, 0)
 pid = os.fork()
 if pid == 0:
+    from sysprof.markers import ring as R
+    sysprof.mark_instant("ready")
+    buf = sysprof.markers._producer.ring.buf
+    for _ in range(6000):  # until the recorder has read "ready" (so it has found this ring live), at most 60 s
+        if R._unpack_i64(buf, R.TAIL_AT)[0] > 0:
+            break
+        time.sleep(0.01)
     for j in range(20):
         with sysprof.mark("worker"):
             time.sleep(0.01)
@@ -580,4 +587,4 @@ def test_markers_from_another_pid_namespace(tmp_path):
     assert len(spans) == 20 and not any((s.args or {}).get("closed") for s in spans)
     pids = {s.pid for s in spans}
     assert len(pids) == 1 and pids.pop() > 60  # the host's pid of the worker, not its namespace's (52)
-    assert data.stop["stats"]["markers"] == 40 and data.stop["stats"]["markers_dropped"] == 0
+    assert data.stop["stats"]["markers"] == 41 and data.stop["stats"]["markers_dropped"] == 0
