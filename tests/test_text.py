@@ -48,7 +48,7 @@ def test_record_a_program_whose_comm_is_cut_mid_character(tmp_path):
     exe = tmp_path / "Приветмиртест"  # exec'd by this name, the kernel's comm is its first 15 bytes
     exe.symlink_to(os.path.realpath(sys.executable))
     out = tmp_path / "t.json"
-    proc = run_cli("record", "--all", "-q", "-o", out, "--", exe, "-c", "import time; time.sleep(0.5); exit(3)",
+    proc = run_cli("record", "--all", "-q", "-o", out, "--", exe, "-c", "import time; time.sleep(2); exit(3)",
                    timeout=120)
     assert proc.returncode == 3, proc.stderr  # the program's status: it ran, and was waited for
     assert "internal error" not in proc.stderr and "stopped early" not in proc.stderr, proc.stderr
@@ -76,6 +76,6 @@ def test_a_command_line_that_is_not_utf8_is_recorded_in_every_format(tmp_path, s
 
     data = TraceData(load_events(trace))
     assert data.meta["command_line"] == "sh -c 'sleep 0.5' '\ufffd'"
-    assert data.stop["samples_written"] > 10  # recorded to the end (0.5 s at 10 ms), not stopped at the start
+    assert "failure" not in data.stop and data.stop["returncode"] == 0  # recorded to the end, not stopped early
     if suffix == ".json":
         assert "\\ud" not in trace.read_text(encoding="utf-8")  # strict: no lone surrogate escapes
