@@ -445,10 +445,19 @@ def test_native_and_pynvml_agree(fake, fresh_pynvml, kind):
     pairs = []
     for _ in range(2):
         time.sleep(0.5)
-        pairs.append((native.sample(), py.sample()))
-    for a, b in pairs:
+        t0 = time.time()
+        a = native.sample()
+        t1 = time.time()
+        b = py.sample()
+        pairs.append((a, b, (t0, t1), (t1, time.time())))
+    for a, b, *spans in pairs:
+        for d in (0, 1):  # each reading's time: inside the sample() call that asked for it (a fresh reading)
+            for row, (lo, hi) in zip((a, b), spans):
+                assert lo - 1e-6 <= row[f"gpu/{d}/reading_time_seconds"] <= hi + 1e-6
         for c in native.channels:
             x, y = a[c], b[c]
+            if c.endswith("reading_time_seconds"):
+                continue  # checked above
             if c.endswith(("per_second", "energy_power_watts")):
                 assert (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=2 * RATE_REL), c
             elif c.endswith("energy_joules"):

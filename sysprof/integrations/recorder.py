@@ -178,7 +178,8 @@ class Recorder:
             self.builder.ts = exact
         if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
             # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
-            self._rows = RowTemplate(self.builder.layout.series, self._pid, 0, changes_only=True)
+            layout = self.builder.layout
+            self._rows = RowTemplate(layout.series, self._pid, 0, changes_only=True, timed=[g for g, _ in layout.timed])
         if self.window is not None:
             self.window.bind(channels)
         self.t_start_ns = time.time_ns()
@@ -295,7 +296,9 @@ class Recorder:
                 if rows is None:
                     writer.write_many(self.builder.events(batch) if len(batch) else [])
                 elif len(batch):
-                    rendered = rows.render(batch.timestamps_ns, self.builder.layout.project(batch.values))
+                    layout = self.builder.layout
+                    rendered = rows.render(batch.timestamps_ns, layout.project(batch.values),
+                                           layout.track_times_ns(batch.timestamps_ns, batch.values))
                     if rendered:
                         writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
                 if spans:  # after the counters: readers sort, the format allows it

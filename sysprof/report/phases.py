@@ -206,12 +206,12 @@ class _Pieces:
 class _Channel:
     """One series prepared for attribution: its pieces (times in seconds from ``origin``) and its amount rule."""
 
-    def __init__(self, data: TraceData, t_us, v, unit: str, rule, origin_us: float):
+    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float):
         import numpy as np
 
         t = (np.asarray(t_us, dtype=np.float64) - origin_us) / 1e6
         v = np.asarray(v, dtype=np.float64)
-        iv = data.interval_us() / 1e6
+        iv = data.interval_us(channel) / 1e6  # its source's: a GPU counter steps once per GPU reading
         w = np.empty_like(t)
         if t.size:
             w[:-1] = np.diff(t)
@@ -250,7 +250,7 @@ def _prepare(data: TraceData, channels: Optional[Callable[[str], bool]], origin_
         if channels is not None and not channels(ch):
             continue
         unit = unit_of(ch, units)
-        out[ch] = _Channel(data, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
+        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
     return out
 
 

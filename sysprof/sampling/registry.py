@@ -339,6 +339,9 @@ def _gpu() -> Tuple[ChannelSpec, ...]:
         # XID events, waited for on a thread of their own (csrc/gpu/nvml_events.hpp); each step is an instant
         ("xid_total", "", "counter", "XID errors (critical) since the sampler opened", "nvmlEventTypeXidCriticalError"),
         ("xid_last", "", "gauge", "the latest XID's number (0: none yet)", "nvmlEventData_t eventData"),
+        # the reader's own clock: traces stamp the device's values with it (sysprof/trace/schema.py READING_TIME_KEY)
+        ("reading_time_seconds", "s", "gauge", "when these values were read: wall-clock seconds since the epoch, the "
+         "middle of the device's NVML calls", "clock_gettime(CLOCK_REALTIME)"),
     )
     return tuple(_ch(f"gpu/<index>/{n}", u, k, h, f) for n, u, k, h, f in rows)
 
