@@ -1,4 +1,4 @@
-"""The channel range rules (csrc/ranges.hpp): which rule each channel name gets, the bounds of each
+"""The channel range rules (csrc/engine/ranges.hpp): which rule each channel name gets, the bounds of each
 rule, and their enforcement by the native sampler (out of range -> NaN, named in errors).
 
 The rules: percent [0, 100]; percent of one core [0, 100 x online CPUs]; share [0, 1]; non-negative
