@@ -13,6 +13,7 @@ are "no disk" to the source).
 import pytest
 
 from test_sampler_fixtures import DISK_SUFFIXES, check_error, check_rate, exact, nan, open_sampler, take
+from test_sampler_fixtures_memory_disk_net import check_disk
 
 MODES = ("diskstats", "sysfs")
 
@@ -92,23 +93,6 @@ class DiskTree:
                 st = lines.get(name, (0, 0, None))[2]
                 # the kernel's part_stat_show: "%8lu %8lu ..." and a newline
                 self._in_place(path, "" if st is None else " ".join(f"{v:8d}" for v in st) + "\n")
-
-
-def check_disk(row, dev, want, prev, now):
-    p = f"disk/{dev}/"
-    exact(p + "read_bytes", row[p + "read_bytes"], want["read_bytes"])
-    exact(p + "write_bytes", row[p + "write_bytes"], want["write_bytes"])
-    exact(p + "read_count", row[p + "read_count"], want["read_count"])
-    exact(p + "write_count", row[p + "write_count"], want["write_count"])
-    exact(p + "busy_time_seconds", row[p + "busy_time_seconds"], want["busy"])
-    exact(p + "read_time_seconds", row[p + "read_time_seconds"], want["read_time"])
-    exact(p + "write_time_seconds", row[p + "write_time_seconds"], want["write_time"])
-    check_rate(p + "read_bytes_per_second", row[p + "read_bytes_per_second"], want["d_rb"], prev, now)
-    check_rate(p + "write_bytes_per_second", row[p + "write_bytes_per_second"], want["d_wb"], prev, now)
-    check_rate(p + "read_count_per_second", row[p + "read_count_per_second"], want["d_rc"], prev, now)
-    check_rate(p + "write_count_per_second", row[p + "write_count_per_second"], want["d_wc"], prev, now)
-    check_rate(p + "busy_time_seconds_per_second", row[p + "busy_time_seconds_per_second"], want["d_busy"],
-               prev, now, cap=1.0)
 
 
 def channels_of(*disks):
