@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
-                      phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
+                      phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize,
+                      table_layout, verdict)
 from ..report.gpu_reasons import reason_lines, reason_shares
 from ..trace.schema import START_EVENT
 from .common import PROG, CLIError, _import_sysprof
@@ -51,6 +52,8 @@ def cmd_report(args) -> int:
     if not summary["channels"]:
         raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
                        f"({len(data.series)} channels in {args.trace}; 'sysprof report --all' lists them)")
+    show_all = args.all or bool(args.channel)
+    summary["table"] = table_layout(summary, show_all)  # the rows the text shows; --json says the same
     phases = None
     if args.by:
         phases = by_phase(data, args.by)
@@ -80,7 +83,7 @@ def cmd_report(args) -> int:
     else:
         print_verdict(judged)
         name = f"{args.trace} .. {args.parts[-1]} ({len(args.parts) + 1} parts)" if args.parts else args.trace
-        print_table(summary, name, show_all=args.all or bool(args.channel))
+        print_table(summary, name, show_all=show_all)
         for line in reason_lines(data, clocks):  # the names of gpu/<i>/clocks_event_reasons' bits
             print(line)
         if refresh is not None:
