@@ -355,8 +355,8 @@ def test_identical_lines_are_merged(figure):
 
 
 def test_dense_panels_are_smoothed_and_say_so(figure):
-    """Past AUTO_SMOOTH_POINTS points a panel is a moving average over about 1/1000 of the time shown, rounded to
-    1-2-5 (here 50 s -> 50 ms): a signal with a 50 ms period averages to its mean exactly; a sparse panel stays
+    """Past AUTO_SMOOTH_POINTS points a panel is a moving average over about 1/500 of the time shown, rounded to
+    1-2-5 (here 50 s -> 100 ms): a signal with a 50 ms period averages to its mean exactly; a sparse panel stays
     raw; --smooth 0 draws every panel raw."""
     from sysprof.report.plot import AUTO_SMOOTH_POINTS
 
@@ -369,21 +369,21 @@ def test_dense_panels_are_smoothed_and_say_so(figure):
             ev.append(_counter("memory", i, used_bytes=1e9 + 1e6 * (i % 70)))  # 500 points: raw
     data = TraceData(ev)
     fig, res = figure(data)
-    assert res.smoothed == {"cpu": pytest.approx(0.05)}
+    assert res.smoothed == {"cpu": pytest.approx(0.1)}
     cpu, memory = fig.axes
     (line,) = cpu.get_lines()
     y = np.asarray(line.get_ydata())
     assert y.size <= n / 2 and np.allclose(y[2:-2], 20.0)  # the edges average what the window holds of the trace
-    assert [t.get_text() for t in cpu.texts if t.get_gid() == "smoothed"] == ["mean over 50 ms"]
+    assert [t.get_text() for t in cpu.texts if t.get_gid() == "smoothed"] == ["mean over 100 ms"]
     assert not [t for t in memory.texts if t.get_gid() == "smoothed"]
     assert memory.get_lines()[0].get_drawstyle() == "steps-post"
-    assert res.smoothed_text() == ("smoothed: 1 panel of more than 3,000 points drawn as a 50 ms moving average "
+    assert res.smoothed_text() == ("smoothed: 1 panel of more than 1,000 points drawn as a 100 ms moving average "
                                    "(--smooth TIME sets the window, --smooth 0 draws the raw steps)")
     assert res.smoothed_text() in fig.texts[-1].get_text().splitlines()
     fig, res = figure(data, smooth_s=0)
     assert res.smoothed == {} and len(fig.axes[0].get_lines()[0].get_ydata()) == n + 1
-    fig, res = figure(data, smooth_s=0.1)  # asked for: every panel, said in the heading
-    assert res.smoothed == {} and fig._suptitle.get_text().endswith(", 100 ms moving average")
+    fig, res = figure(data, smooth_s=0.05)  # asked for: every panel, said in the heading
+    assert res.smoothed == {} and fig._suptitle.get_text().endswith(", 50 ms moving average")
     assert np.allclose(np.asarray(fig.axes[0].get_lines()[0].get_ydata())[2:-2], 20.0)
 
 

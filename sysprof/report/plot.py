@@ -4,7 +4,7 @@ Which panels, in which order, and what is left out: :mod:`sysprof.report.panels`
 
 * values hold until their next sample (steps), or a centred moving average with ``smooth_s`` (seconds; 0: the
   raw steps). By default (``smooth_s`` None) a panel whose densest series has more than
-  :data:`AUTO_SMOOTH_POINTS` points is drawn as a moving average over about 1/1000 of the plotted time
+  :data:`AUTO_SMOOTH_POINTS` points is drawn as a moving average over about 1/500 of the plotted time
   (:func:`auto_window`), which the panel (``mean over ...``) and the footnote say;
 * CPU modes are stacked (busy as a black line along them); every other panel draws one line per channel, and
   series equal within :data:`MERGE_TOLERANCE` of their scale are one line labelled ``a = b`` (a process and its
@@ -45,7 +45,7 @@ CLIP_QUANTILE = 0.995
 #: at most this many separate excursions above that quantile are spikes; more are bursts, the panel's signal
 MAX_SPIKES = 3
 #: a panel whose densest series has more points than this is drawn as a moving average (unless --smooth says)
-AUTO_SMOOTH_POINTS = 3000
+AUTO_SMOOTH_POINTS = 1000  # more than a point a pixel on a panel 8.5 inches wide at 100 dpi: a hairball
 #: two series of a panel are drawn as one line when they differ by at most this share of their scale (the axis they
 #: share: a percent's 100 %, else their range of values) wherever they have values: less than a line's width
 MERGE_TOLERANCE = 0.005
@@ -245,9 +245,10 @@ def check_plot_name(path: str) -> str:
 
 
 def auto_window(span_us: float, iv: float) -> float:
-    """The moving-average window (µs) of an automatically smoothed panel: about 1/1000 of the plotted span (a
-    point per pixel or so), at least two intervals, rounded up to 1, 2 or 5 of a decade."""
-    return round_up_125(max(span_us / 1000.0, 2 * iv) / 1e6) * 1e6
+    """The moving-average window (µs) of an automatically smoothed panel: about 1/500 of the plotted span (what
+    shows a trend across a panel some 850 pixels wide, drawn every half window), at least two intervals, rounded up
+    to 1, 2 or 5 of a decade."""
+    return round_up_125(max(span_us / 500.0, 2 * iv) / 1e6) * 1e6
 
 
 def build_figure(data: TraceData, channel_filter=None, title: str = "", smooth_s=None, phases=None,
