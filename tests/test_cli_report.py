@@ -140,7 +140,7 @@ def test_report_plot_writes_png(known_trace, tmp_path):
 
     img = matplotlib.image.imread(png)
     assert img.shape[0] >= 300 and img.shape[1] >= 800  # a readable figure, not a thumbnail
-    assert f"plot: {png} (4 series)" in proc.stdout  # cpu, constant memory (a flat line), disk rate, net
+    assert f"plot: {png} (3 series)" in proc.stdout  # cpu, disk rate, net; the constant memory in the footnote
 
 
 def test_report_plot_without_matplotlib_is_one_line(known_trace, tmp_path):

@@ -162,9 +162,10 @@ def test_init_failure_native(fake, code, name):
     assert s.errors["gpu"].startswith(f"nvmlInit_v2 failed: {name} (")
     assert s.devices == []
     s.start()
-    time.sleep(0.03)
+    assert s.wait_next(timeout=60) is not None  # host sampling unaffected: rows come (however busy the machine)
     s.stop()
-    assert len(s.drain()) > 5  # host sampling unaffected
+    b = s.drain()
+    assert len(b) >= 2 and np.isfinite(b.column("memory/total_bytes")).all()
 
 
 @pytest.mark.parametrize("backend", ["native", "psutil"])

@@ -18,6 +18,12 @@ def format_seconds(s: float) -> str:
     return f"{s * 1e6:.4g} us"
 
 
+def round_up_125(x: float) -> float:
+    """``x`` (> 0) rounded up to 1, 2 or 5 of its decade: 0.23 -> 0.5, 3 -> 5, 7 -> 10, 1e-5 -> 1e-5."""
+    decade = 10.0 ** math.floor(math.log10(x))
+    return next(m * decade for m in (1, 2, 5, 10) if m * decade >= x * (1 - 1e-9))
+
+
 _SI_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
 
 
