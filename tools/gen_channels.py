@@ -4,7 +4,8 @@
 
 The registry is loaded by path, not imported as part of the package: the build has no extension yet and needs
 nothing but the standard library. The header holds kChannelRanges (each channel pattern with its physical range,
-in registry order: csrc/engine/ranges.cpp matches channel names against it). A channel without a declared range,
+in registry order: csrc/engine/ranges.cpp matches channel names against it) and kGpuChannelNames (the gpu
+source's per-device channel names, which csrc/gpu/ lays out). A channel without a declared range,
 or a pattern the matcher cannot read, stops the build with a one-line message naming it.
 """
 from __future__ import annotations
@@ -60,8 +61,24 @@ def header(reg) -> str:
            "struct ChannelRange {", "  const char* pattern;", "  Range range;", "};",
            "inline constexpr ChannelRange kChannelRanges[] = {"]
     out += [f'    {{"{p}", {enumerator(r)}}},' for p, r in channel_rows(reg)]
-    out += ["};", "", "}  // namespace sysprof", ""]
+    gpu = gpu_names(reg)
+    out += ["};", "",
+            "// The per-device channels of the gpu source (the registry's _gpu() rows, after gpu/<index>/), in row",
+            "// order: the metric table's and GPM's (csrc/gpu/nvml_query.hpp, Channel), the XID events', the reading time.",
+            "inline constexpr const char* kGpuChannelNames[] = {"]
+    out += [f'    "{n}",' for n in gpu]
+    out += ["};", f"inline constexpr int kGpuChannels = {len(gpu)};", "", "}  // namespace sysprof", ""]
     return "\n".join(out)
+
+
+def gpu_names(reg):
+    names = []
+    for c in reg.SOURCES["gpu"].channels:
+        prefix, _, name = c.pattern.rpartition("/")
+        if prefix != "gpu/<index>":
+            raise SystemExit(f"{REGISTRY}: gpu channel {c.pattern!r}: expected gpu/<index>/<name>")
+        names.append(name)
+    return names
 
 
 def main(argv) -> int:
