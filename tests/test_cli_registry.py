@@ -24,7 +24,7 @@ def run_cli(*args, timeout=60):
 
 
 FAKE = SourceSpec("fake_thing", "a source the CLI has never heard of", "/proc/fake_thing",
-                  (ChannelSpec("fake_thing/level_bytes", "B", "gauge", "a level", "field 1"),),
+                  (ChannelSpec("fake_thing/level_bytes", "B", "gauge", "a level", "field 1", "non_negative"),),
                   options=(OptionSpec("fake_detail", "also the detail"),))
 
 
