@@ -163,7 +163,7 @@ def test_init_failure_native(fake, code, name):
     assert s.errors["gpu"].startswith(f"nvmlInit_v2 failed: {name} (")
     assert s.devices == []
     s.start()
-    assert s.wait_next(timeout=60) is not None  # host sampling unaffected: rows come (however busy the machine)
+    assert s.wait_next(timeout=60, after=1) is not None  # host sampling unaffected: two rows (however busy)
     s.stop()
     b = s.drain()
     assert len(b) >= 2 and np.isfinite(b.column("memory/total_bytes")).all()

@@ -234,7 +234,7 @@ def _generate(tmp_path, source):
     reg = tmp_path / "registry.py"
     reg.write_text(source)
     out = tmp_path / "gen" / "channels.hpp"
-    run = subprocess.run([sys.executable, str(root / "tools" / "gen_channels.py"), str(out), str(reg)],
+    run = subprocess.run([sys.executable, str(root / "csrc" / "gen" / "gen_channels.py"), str(out), str(reg)],
                          capture_output=True, text=True)
     return run, out
 

@@ -1,6 +1,6 @@
 // The physical range of every channel: the bounds of each rule here, each channel's rule declared in the
 // registry (sysprof/sampling/registry.py, ChannelSpec.range) and generated into gen/channels.hpp at build time
-// (tools/gen_channels.py). Every value is NaN or inside its range; only limits may be +inf (no limit).
+// (csrc/gen/gen_channels.py). Every value is NaN or inside its range; only limits may be +inf (no limit).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -31,7 +31,7 @@ __all__ = ["ChannelSpec", "OptionSpec", "SourceSpec", "SOURCES", "DEFAULT_SOURCE
 KINDS = ("gauge", "counter", "counter32", "ticks", "rate")
 
 # Physical ranges: every value is NaN or inside its channel's range. The native range check (csrc/engine/ranges.hpp)
-# takes each channel's from here: tools/gen_channels.py writes the table at build time.
+# takes each channel's from here: csrc/gen/gen_channels.py writes the table at build time.
 PERCENT = "percent"  # [0, 100]
 CORE_PERCENT = "core_percent"  # percent of one core: [0, 100 x online CPUs]
 SHARE = "share"  # [0, 1]: busy or stalled seconds per second

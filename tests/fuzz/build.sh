@@ -14,7 +14,7 @@ if [[ "${1:-}" == "--replay" ]] || ! command -v "${FUZZ_CLANG:-clang++}" >/dev/n
 
 # The channel table generated from the registry (as CMakeLists.txt does): rewritten only when it changes.
 GEN="$OUT/generated"
-"${PYTHON:-python3}" tools/gen_channels.py "$GEN/gen/channels.hpp"
+"${PYTHON:-python3}" csrc/gen/gen_channels.py "$GEN/gen/channels.hpp"
 
 SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CFLAGS="-std=c++17 -O1 -g -pthread -Icsrc -I$GEN $SAN"
