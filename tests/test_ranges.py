@@ -47,7 +47,7 @@ def check(name, values, max_cores=1.0):
     return why, out, n
 
 
-# Every channel the README's table and the GPU section name (device parts filled in), by rule.
+# Every channel the reference's table (docs/reference.md) and its GPU section name (device parts filled in), by rule.
 EXPECTED = {
     PERCENT: ["cpu/percent", "cpu/user_percent", "cpu/nice_percent", "cpu/system_percent", "cpu/idle_percent",
               "cpu/iowait_percent", "cpu/irq_percent", "cpu/softirq_percent", "cpu/steal_percent", "cpu/0/percent",

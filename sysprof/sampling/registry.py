@@ -3,7 +3,7 @@
 Each source is declared once, here: its name (the key of ``Sampler.errors`` and the ``Sampler`` keyword),
 its CLI flag and help, the file it reads, its options, and its channels with unit, kind, a one-line
 description and the kernel or NVML field each comes from. ``Sampler``'s keywords, the CLI's source flags,
-``sysprof info``, ``SystemProfiler``'s switches, the units written into traces and the README's channel
+``sysprof info``, ``SystemProfiler``'s switches, the units written into traces and docs/reference.md's channel
 table (a test compares them) are all read from it. The native extension registers one factory per
 source under the same name (``SYSPROF_SOURCE`` in ``csrc/sources/``); a test checks the two agree.
 
@@ -91,7 +91,7 @@ class OptionSpec:
 class SourceSpec:
     name: str
     help: str
-    file: str  # what it reads, for --help, `sysprof info` and the README
+    file: str  # what it reads, for --help, `sysprof info` and docs/reference.md
     channels: Tuple[ChannelSpec, ...]
     default: bool = False  # on in Sampler() and in `sysprof record` with no source flag
     follows_pid: bool = False  # reads the process given by pid (default: this one)
@@ -457,3 +457,27 @@ def source_available(source: str, channels) -> bool:
     spec = SOURCES.get(source)
     prefixes = spec.prefixes if spec else (f"{source}/",)
     return any(str(c).startswith(prefixes) for c in channels)
+
+
+def channels_markdown() -> str:
+    """docs/channels.md: every source and channel of the registry, as Markdown (a test keeps the file equal to this;
+    ``python -m sysprof.sampling.registry > docs/channels.md`` writes it)."""
+    def cell(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    out = ["# Channels", "",
+           "Generated from the registry (`sysprof/sampling/registry.py`) by `python -m sysprof.sampling.registry`; a "
+           "test keeps this file equal to it. Values are float64 in base units; NaN where unknown. `<dev>`, `<nic>`, "
+           "`<id>`, `<slot>`, `<index>`: one channel per disk, interface, CPU, process-tree slot, GPU.", ""]
+    for s in SOURCES.values():
+        switch = f"`{s.name}`" + (" (default)" if s.default else "")
+        out += [f"## {switch}: {cell(s.help)}", "", f"Reads {cell(s.file)}. CLI `{s.flag}`.", "",
+                "| channel | unit | kind | range | what | from |", "| --- | --- | --- | --- | --- | --- |"]
+        out += [f"| `{c.pattern}` | {cell(c.unit) or '-'} | {c.kind} | {c.range} | {cell(c.help)} | {cell(c.field)} |"
+                for c in s.channels]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(channels_markdown(), end="")

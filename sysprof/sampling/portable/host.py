@@ -2,7 +2,7 @@
 
 Used where the extension is missing or /proc is absent (macOS, Windows, BSD). It holds the GIL
 while it samples, so it is slower and interferes with the main thread; it exists for portability.
-Values psutil does not provide on a platform are NaN. The rules are the native ones (README,
+Values psutil does not provide on a platform are NaN. The rules are the native ones (docs/reference.md,
 csrc/derive/rules.hpp, stated in Python once in sysprof/sampling/portable/rules.py): ``Counter`` for kernel counters,
 ``TrailingRate`` for tick-stepped CPU time, the tick shares for /proc/stat percents, and ``PsutilSampler._run``
 mirrors csrc/engine/sampler.cpp's ``Sampler::run``.
