@@ -99,7 +99,8 @@ class SysprofCallback(_pl.Callback):
 
     @property
     def trace_path(self):
-        """The file this rank wrote (or writes) its trace into; None when it records nothing."""
+        """The file this rank wrote (or writes) its trace into (with ``flight=``: the dumps' folder); None when it
+        records nothing."""
         return self.session.last_path
 
     # ---- the run ----

@@ -77,7 +77,8 @@ class SysprofCallback(_TrainerCallback):
 
     @property
     def trace_path(self):
-        """The file this rank wrote (or writes) its trace into; None when it records nothing."""
+        """The file this rank wrote (or writes) its trace into (with ``flight=``: the dumps' folder); None when it
+        records nothing."""
         return self.session.last_path
 
     def _event(self):
