@@ -9,6 +9,7 @@ from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, P
                        profile)
 from .frames import read_trace  # any trace file as a DataFrame (needs pandas: sysprof[pandas])
 from .markers import mark, mark_instant
+from .flight import dump  # a flight dump around now (sysprof.flight)
 
 
 def by_phase(trace, patterns):
@@ -32,5 +33,5 @@ __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
-    "SystemProfiler", "by_phase", "read_trace", "mark", "mark_instant", "serve", "__version__",
+    "SystemProfiler", "by_phase", "read_trace", "mark", "mark_instant", "dump", "serve", "__version__",
 ]

@@ -10,6 +10,7 @@ from .commands import cmd_bench, cmd_repair, cmd_report
 from .common import (PROG, CLIError, _version, int_in, parse_free, parse_interval, parse_signed_time, parse_size,
                      parse_time)
 from .export import FORMATS as EXPORT_FORMATS, cmd_export
+from .flight import add_flight_flags
 from .info import cmd_info
 from .output import PARTS_KEPT
 from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, MISSED_SHARE_WARN,
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{RING_SECONDS:g} s of samples: ceil({RING_SECONDS:g} / interval), "
                         f"{MIN_CAPACITY} to {MAX_CAPACITY}")
     r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
+    add_flight_flags(r)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
                    help="the command to run and record")
     r.set_defaults(func=cmd_record)

@@ -106,7 +106,10 @@ def cmd_record(args) -> int:
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
     intervals = intervals_from_args(args, sources)
     devices = devices_from_args(args)
-    _preflight(args, command)
+    recording = _Recording
+    if getattr(args, "flight", None) is not None:  # --flight: dumps around anomalies instead of a trace
+        from .flight import FlightRecording as recording
+    recording.preflight(args, command)
     sysprof = _import_sysprof()
 
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
@@ -126,7 +129,7 @@ def cmd_record(args) -> int:
         except (ValueError, TypeError) as e:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
-    rec = _Recording(args, command)
+    rec = recording(args, command)
     try:
         rec.start(make_sampler, sources, follow_child, {name: False for name in followed})
     except BaseException:
@@ -153,6 +156,8 @@ class _Recording:
     """One ``record`` run: :meth:`start` (output, sampler, command), :meth:`run` (the trace's head, the loop,
     the end, the summary line, the exit status); :meth:`abort` undoes a start that failed."""
 
+    preflight = staticmethod(_preflight)
+
     def __init__(self, args, command):
         self.args = args
         self.command = command
@@ -176,7 +181,7 @@ class _Recording:
         # validate the arguments (and warm up discovery) before anything is spawned
         self.sampler = make_sampler(**without_followed) if follow_child else make_sampler()
         _require_a_source(self.sampler, sources, follow_child)
-        self.out = _open_output(self.output, self.args.force, self.args.max_size)
+        self.out = self._open_output()
         if self.args.max_size is not None:  # the parts of one recording (--max-size): the first is open
             self.parts, self.out = self.out, self.out.current
             self.recording_id = uuid.uuid4().hex
@@ -196,6 +201,9 @@ class _Recording:
         if follow_child:
             self.sampler = make_sampler(pid=self.child.pid)
             self.sampler.start()
+
+    def _open_output(self):
+        return _open_output(self.output, self.args.force, self.args.max_size)
 
     def _spawn(self) -> None:
         name = self.command[0]
@@ -417,16 +425,20 @@ class _Recording:
             events = heapq.merge(events, xids, key=_event_ts)
         if stop_ns is not None:
             events = itertools.chain(events, _later(self.builder.finish))
-        marks = []
-        if self.markers is not None:
-            try:
-                marks = (self.markers.finish(stop_ns) if stop_ns is not None else
-                         self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
-            except Exception:  # noqa: BLE001 - markers never stop a recording
-                marks = []
+        marks = self._marks(batch, stop_ns)
         if marks:
             events = heapq.merge(events, marks, key=_event_ts)
         self.writer.write_many(events)
+
+    def _marks(self, batch, stop_ns=None) -> list:
+        """The markers' events up to ``batch``'s newest row (at the stop, ``stop_ns``: all, open spans closed)."""
+        if self.markers is None:
+            return []
+        try:
+            return (self.markers.finish(stop_ns) if stop_ns is not None else
+                    self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
+        except Exception:  # noqa: BLE001 - markers never stop a recording
+            return []
 
     def _guard(self, step, *args):
         """``step(*args)``; a failure is kept (the first one) and None returned, so the steps after it still run."""
