@@ -25,6 +25,8 @@ Range classify_channel(std::string_view name) {
   // cgroup memory.max and cpu.max: "max" reads +inf
   if (ends_with(field, "_max_bytes") || ends_with(field, "_limit_cores")) return Range::kLimit;
   if (ends_with(field, "_celsius")) return Range::kCelsius;
+  // a process tree's run delay per second is summed over its threads: up to their number
+  if (field == "run_delay_seconds_per_second") return Range::kNonNegative;
   // disk busy_time and PSI stall seconds per second of wall time
   if (ends_with(field, "_seconds_per_second")) return Range::kShare;
   // percent of one core: the CPU time of a process, a process tree or a cgroup, which may run on every
@@ -34,8 +36,10 @@ Range classify_channel(std::string_view name) {
   for (std::string_view unit : {"_bytes", "_count", "_total", "_seconds", "_per_second", "_watts", "_joules", "_hz"})
     if (ends_with(field, unit)) return Range::kNonNegative;
   // net/<nic>/{bytes,packets}_{recv,sent}, {errors,drops}_{in,out}; load averages and task counts;
-  // num_threads, num_processes, num_unslotted; a process_tree slot's pid
-  if (source == "net" || source == "load" || starts_with(field, "num_") || field == "pid") return Range::kNonNegative;
+  // num_threads, num_processes, num_unslotted, procs_blocked; a process_tree slot's pid
+  if (source == "net" || source == "load" || starts_with(field, "num_") || starts_with(field, "procs_") ||
+      field == "pid")
+    return Range::kNonNegative;
   return Range::kFinite;
 }
 
