@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
-                      phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
+                      judgement, phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib,
+                      summarize)
 from ..report.gpu_reasons import reason_lines, reason_shares
 from ..trace.schema import START_EVENT
 from .common import PROG, CLIError, _import_sysprof
@@ -56,7 +57,7 @@ def cmd_report(args) -> int:
         phases = by_phase(data, args.by)
         if not phases:
             raise CLIError(no_match_message(data, args.by))
-    judged = verdict(data, phases=phases, total_seconds=summary["sampled_s"])
+    judged = judgement(data, phases=phases, total_seconds=summary["sampled_s"])
     plotted = None
     if args.plot:
         shaded = [s for spans in match_spans(data, args.by).values() for s in spans] if args.by else None

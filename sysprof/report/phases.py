@@ -51,13 +51,13 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .model import ReportError, Span, TraceData
 from .units import unit_of
 
 __all__ = ["ChannelPhase", "PhaseStats", "by_phase", "whole_trace", "amount_rule", "phases_json", "phases_frame",
-           "match_spans", "no_match_message", "spans_sampled_seconds", "WHOLE_TRACE"]
+           "match_spans", "no_match_message", "outside", "overlap_seconds", "WHOLE_TRACE"]
 
 #: the phase name of a trace without spans (the verdict's one phase)
 WHOLE_TRACE = "(whole trace)"
@@ -86,8 +86,9 @@ class ChannelPhase:
 @dataclass
 class PhaseStats:
     """One phase (see the module docstring): its spans' ``count``, summed ``duration_seconds``, the
-    ``wall_seconds`` of their union, the ``sampled_seconds`` of it inside the sampling windows and ``channels``
-    (sampler channel name -> :class:`ChannelPhase`)."""
+    ``wall_seconds`` of their union, the ``sampled_seconds`` of it inside the sampling windows, ``channels``
+    (sampler channel name -> :class:`ChannelPhase`) and ``union_us``, that sampled union as sorted disjoint
+    ``(start_us, end_us)`` in trace time (how phases nest: :func:`overlap_seconds`)."""
 
     name: str
     count: int
@@ -95,6 +96,7 @@ class PhaseStats:
     wall_seconds: float
     sampled_seconds: float = 0.0
     channels: Dict[str, ChannelPhase] = field(default_factory=dict)
+    union_us: List[Tuple[float, float]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def mean_seconds(self) -> float:
@@ -276,7 +278,8 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
         lo = np.array([a for a, _ in union], dtype=np.float64)
         hi = np.array([b for _, b in union], dtype=np.float64)
         phase = PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall,
-                           sum(b - a for a, b in union))
+                           sum(b - a for a, b in union), union_us=[(origin + a * 1e6, origin + b * 1e6)
+                                                                  for a, b in union])
         for ch, c in prepared.items():
             got = c.attribute(lo, hi)
             if got is not None:
@@ -313,11 +316,38 @@ def whole_trace(data: TraceData, channels: Optional[Callable[[str], bool]] = Non
     return _attribute(data, {WHOLE_TRACE: spans}, channels)[0]
 
 
-def spans_sampled_seconds(data: TraceData) -> float:
-    """The sampled wall time (inside the sampling windows) covered by any span of the trace."""
-    if not data.spans:
-        return 0.0
-    return _attribute(data, {"": data.spans}, channels=lambda ch: False)[0].sampled_seconds
+def overlap_seconds(a: PhaseStats, b: PhaseStats) -> float:
+    """The sampled wall time two phases share (seconds): how much of ``a`` runs inside ``b``'s spans."""
+    return sum(hi - lo for lo, hi in _intersect(a.union_us, b.union_us)) / 1e6
+
+
+def _subtract(a, b):
+    """The parts of the sorted disjoint intervals ``a`` that no interval of ``b`` (sorted, disjoint) covers."""
+    out, j = [], 0
+    for lo, hi in a:
+        while j < len(b) and b[j][1] <= lo:
+            j += 1
+        k, at = j, lo
+        while k < len(b) and b[k][0] < hi:
+            if b[k][0] > at:
+                out.append((at, b[k][0]))
+            at = max(at, b[k][1])
+            k += 1
+        if at < hi:
+            out.append((at, hi))
+    return out
+
+
+def outside(data: TraceData, phases: Sequence[PhaseStats], name: str) -> Optional[PhaseStats]:
+    """The sampled time no span of ``phases`` covers, as a phase named ``name`` (its channels attributed as any
+    phase's); None where the phases cover all of it."""
+    from .stats import sampled_windows
+
+    covered = _union(iv for p in phases for iv in p.union_us)
+    rest = _subtract(_union(sampled_windows(data)), covered)
+    if not rest:
+        return None
+    return _attribute(data, {name: [Span(name, lo, hi) for lo, hi in rest]})[0]
 
 
 def phases_json(phases: Sequence[PhaseStats]) -> list:
