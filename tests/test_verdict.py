@@ -210,3 +210,12 @@ def test_nested_phases_are_parts_of_their_parent_and_the_time_outside_is_said():
     backward = v["phases"][1]
     assert (backward["parent"], backward["parent_share"], backward["share"]) == (
         "train_batch", pytest.approx(0.4), pytest.approx(0.28))
+
+
+def test_a_wait_over_one_second_a_second_is_said_summed_over_the_threads():
+    # 4 busy threads on 2 CPUs: 2.1 s of run delay each second of wall time, summed over the threads
+    v = judgement(job_trace(1.9, waiting=2.1, busy=97.0, threads=4))
+    assert "used 1.9 cores; waited for a CPU 2.1 s per second of wall time, summed over its threads (run delay)" \
+        in v["job"]["text"]
+    (whole,) = v["phases"]
+    assert "the job waited for a CPU 2.1 s per second of wall time, summed over its threads" in whole["text"]

@@ -236,42 +236,39 @@ def test_a_job_writing_into_a_slowly_read_pipe_is_asleep(tmp_path):
     assert f"slept at least {100 * work['job']['asleep']:.0f} % of the time" in work["text"]
 
 
-def _memory_cgroup(limit):
-    """A new cgroup limited to ``limit`` bytes of memory: (its directory, how to remove it), else skip saying why."""
-    name = f"sysprof-test-{uuid.uuid4().hex[:8]}"
-    v2 = "/sys/fs/cgroup"
-    tried = []
-    try:
-        with open(os.path.join(v2, "cgroup.subtree_control")) as f:
-            on = "memory" in f.read().split()
-    except OSError as e:
-        on = False
-        tried.append(f"cgroup v2 at {v2}: {e.strerror}")
-    if on:
-        path = os.path.join(v2, name)
-        try:
-            os.mkdir(path)
-            with open(os.path.join(path, "memory.max"), "w") as f:
-                f.write(str(limit))
-            return path
-        except OSError as e:
-            tried.append(f"{path}: {e.strerror}")
-            if os.path.isdir(path):
-                os.rmdir(path)
-    elif not tried:
-        tried.append(f"cgroup v2 at {v2}: no memory controller for children")
-    v1 = "/sys/fs/cgroup/memory"
-    path = os.path.join(v1, name)
+def _limited(path, limit_file, limit, tried):
+    """A new cgroup at ``path`` with ``limit`` written to its ``limit_file``: its path, or None (the failure added
+    to ``tried``)."""
     try:
         os.mkdir(path)
-        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+        with open(os.path.join(path, limit_file), "w") as f:
             f.write(str(limit))
         return path
     except OSError as e:
-        tried.append(f"{path} (v1): {e.strerror}")
+        tried.append(f"{path}/{limit_file}: {e.strerror}")
         if os.path.isdir(path):
             os.rmdir(path)
-    pytest.skip("no memory-limited cgroup can be made here: " + "; ".join(tried))
+        return None
+
+
+def _memory_cgroup(limit):
+    """A new cgroup limited to ``limit`` bytes of memory (cgroup v2's memory.max, else v1's
+    memory.limit_in_bytes): its directory, else skip saying why."""
+    name = f"sysprof-test-{uuid.uuid4().hex[:8]}"
+    v2, tried = "/sys/fs/cgroup", []
+    try:
+        with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+            on = "memory" in f.read().split()
+        if not on:
+            tried.append(f"cgroup v2 at {v2}: no memory controller for children")
+    except OSError as e:
+        on = False
+        tried.append(f"cgroup v2 at {v2}: {e.strerror}")
+    path = (_limited(os.path.join(v2, name), "memory.max", limit, tried) if on else None) or \
+        _limited(os.path.join(v2, "memory", name), "memory.limit_in_bytes", limit, tried)
+    if path is None:
+        pytest.skip("no memory-limited cgroup can be made here: " + "; ".join(tried))
+    return path
 
 
 def test_a_job_paging_through_a_memory_limited_cgroup_reads_its_memory_back_from_disk(tmp_path):

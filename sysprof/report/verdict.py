@@ -5,8 +5,8 @@ channels; ``process/`` where only the process was recorded). Over the whole reco
 CPU it used (in percent of one core: CPU-seconds per second of wall time), the time its threads waited for a CPU
 (run delay, seconds per second of wall time, summed over the threads), the time its processes spent in disk I/O
 (state D, the average count), its major page faults per second and what the other processes used (the CPUs' busy
-time less the job's and the steal). Then the cause: the largest of the time it lost, of these three, where above
-its floor --
+time less the job's and the steal; sysprof's own recorder among them). Then the cause: the largest of the time it
+lost, of these three, where above its floor --
 
 * it waited for a CPU at least :data:`JOB_WAITING_SHARE` of the wall time: its cgroup's CPU limit throttled it
   (at least :data:`THROTTLED_SHARE` of the limit's periods, ``cgroup/`` channels), or its own threads kept at
@@ -26,15 +26,15 @@ and with none of them, a job that ran on a CPU at least 90 % of the wall time is
 **The phases**: the ``--by`` phases, else every span name of the trace (Composer's ``event/batch``,
 ``dataloader``, ``sysprof.mark()`` markers; among several names, a name of one span covering at least
 :data:`ALL_OF_IT` of the trace's sampled time, like Composer's ``event/fit``, is the run rather than a phase and
-left out), else the whole trace as one phase. The :data:`TOP_PHASES` with the largest sampled wall time are judged. A phase with at least
-:data:`NESTED` of its time inside another judged phase's spans is part of it (the smallest such one): it is shown
-under its parent with its share of the parent, never summed with it as a sibling. The sampled time outside every
-phase's spans is judged as one more phase ("outside every span"). Each phase says its share of the trace's
-sampled time, the job's CPU in it, and the rules below that fire, most severe first: a rule compares a channel's
-time-weighted mean inside the phase (:mod:`sysprof.report.phases`; shares from their counters) with its threshold;
-a rule whose channel the trace lacks is skipped; severity is ``mean / threshold`` for a "too high" rule,
-``threshold / mean`` (at most :data:`MAX_SEVERITY`) for a "too low" one. A phase with no finding reads "no clear
-bottleneck".
+left out), else the whole trace as one phase. The :data:`TOP_PHASES` with the largest sampled wall time are
+judged. A phase with at least :data:`NESTED` of its time inside another judged phase's spans is part of it (the
+smallest such one): it is shown under its parent with its share of the parent, never summed with it as a
+sibling. The sampled time outside every phase's spans is judged as one more phase ("outside every span"). Each
+phase says its share of the trace's sampled time, the job's CPU in it (and its sleep, where that is its cause
+there), and the rules below that fire, most severe first: a rule compares a channel's time-weighted mean inside
+the phase (:mod:`sysprof.report.phases`; shares from their counters) with its threshold; a rule whose channel the
+trace lacks is skipped; severity is ``mean / threshold`` for a "too high" rule, ``threshold / mean`` (at most
+:data:`MAX_SEVERITY`) for a "too low" one. A phase with no finding reads "no clear bottleneck".
 
 Rules (the thresholds are the constants below), in the words the verdict uses:
 
@@ -110,10 +110,10 @@ _NOT_DISKS = ("loop*", "ram*", "zram*")
 #: (rule, text with the value as {v}, channel glob, how devices combine: "one" | "max" | "mean", "high" | "low",
 #: threshold, format of the value)
 RULES = (
-    ("job_waiting", "the job waited for a CPU {v} of the time", "process_tree/run_delay_seconds_per_second", "one",
-     "high", JOB_WAITING_SHARE, "share"),
-    ("job_blocked", "the job was in disk I/O {v} of the time", "process_tree/procs_blocked", "one", "high",
-     JOB_BLOCKED_SHARE, "share"),
+    ("job_waiting", "the job waited for a CPU {v}", "process_tree/run_delay_seconds_per_second", "one",
+     "high", JOB_WAITING_SHARE, "threads"),
+    ("job_blocked", "the job was in disk I/O {v}", "process_tree/procs_blocked", "one", "high",
+     JOB_BLOCKED_SHARE, "processes"),
     ("job_faults", "the job had {v} major page faults a second (pages read back from disk)",
      "process_tree/majflt_per_second",
      "one", "high", MAJOR_FAULTS_PER_SECOND, "rate"),
@@ -164,11 +164,19 @@ def _pct(share: float) -> str:
     return f"{100 * share:.0f} %"
 
 
+def _of_the_time(value: float, what: str = "the time", over: str = "its threads") -> str:
+    """Seconds per second of wall time summed ``over`` threads or processes: ``60 % of the time``; above 1,
+    ``1.3 s per second of wall time, summed over its threads``."""
+    return f"{_pct(value)} of {what}" if value <= 1 else f"{value:.1f} s per second of wall time, summed over {over}"
+
+
 def _format(value: float, how: str) -> str:
     if how == "percent":
         return f"{value:.0f} %"
     if how == "share":
         return _pct(value)
+    if how in ("threads", "processes"):
+        return _of_the_time(value, over=f"its {how}")
     return f"{value:,.0f}"
 
 
@@ -248,7 +256,8 @@ def _job_facts(phase: PhaseStats, cpu_count) -> Optional[dict]:
     if busy is not None and cpus:
         others = max(0.0, (busy - (steal or 0.0)) / 100 * cpus - cores)
     throttled = None
-    periods, hit = phase.channels.get("cgroup/cpu_periods_total"), phase.channels.get("cgroup/cpu_throttled_periods_total")
+    periods = phase.channels.get("cgroup/cpu_periods_total")
+    hit = phase.channels.get("cgroup/cpu_throttled_periods_total")
     if periods is not None and hit is not None and periods.amount and hit.amount is not None:
         throttled = min(1.0, max(0.0, hit.amount / periods.amount))
     limit = _mean(phase, "cgroup/cpu_limit_cores")
@@ -346,14 +355,13 @@ def judge_job(data: TraceData, phase: Optional[PhaseStats] = None) -> Optional[d
     parts = [f"used {_cores(j['cores'])}"]
     many = j["threads"] is not None and j["threads"] > 1.5
     if j["waiting"] is not None:
-        waited = _pct(j["waiting"]) + " of the wall time" if j["waiting"] <= 1 else \
-            f"{j['waiting']:.1f} s per second of wall time"
-        parts.append(f"waited for a CPU {waited} (run delay{', summed over its threads' if many else ''})")
+        summed = ", summed over its threads" if many and j["waiting"] <= 1 else ""
+        parts.append(f"waited for a CPU {_of_the_time(j['waiting'], 'the wall time')} (run delay{summed})")
     elif j["channels"] == "process_tree":
         parts.append("its wait for a CPU was not recorded (no run delay: the psutil backend, or a kernel without "
                      "schedstat)")
     if j["blocked"] is not None and j["blocked"] >= 0.05:
-        parts.append(f"in disk I/O {_pct(j['blocked'])} of the wall time")
+        parts.append(f"in disk I/O {_of_the_time(j['blocked'], 'the wall time', 'its processes')}")
     if j["faults"] is not None and j["faults"] >= 10:
         parts.append(f"{j['faults']:,.0f} major page faults a second")
     if j["others"] is not None:
