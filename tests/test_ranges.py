@@ -69,7 +69,7 @@ EXPECTED = {
              "process/rss_bytes", "process/vms_bytes", "process/cpu_seconds_total", "process/num_threads",
              "process_tree/num_processes", "process_tree/rss_bytes", "process_tree/cpu_seconds_total",
              "process_tree/num_threads", "process_tree/run_delay_seconds_total",
-             "process_tree/run_delay_seconds_per_second", "process_tree/procs_blocked",
+             "process_tree/run_delay_seconds_per_second", "process_tree/procs_blocked", "process_tree/procs_sleeping",
              "process_tree/majflt_total", "process_tree/majflt_per_second",
              "pressure/memory/some_seconds_total",
              "cgroup/memory_current_bytes", "cgroup/memory_anon_bytes", "cgroup/memory_file_bytes",

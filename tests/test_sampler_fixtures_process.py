@@ -302,6 +302,7 @@ TREE_TOTALS = (
     "process_tree/run_delay_seconds_total",
     "process_tree/run_delay_seconds_per_second",
     "process_tree/procs_blocked",
+    "process_tree/procs_sleeping",
     "process_tree/majflt_total",
     "process_tree/majflt_per_second",
 )
@@ -327,6 +328,7 @@ def _tree_v1_checks(s):
     # run delay: each thread's first reading (construction) is its baseline; no member is in state D
     exact("run_delay_seconds_total", row["process_tree/run_delay_seconds_total"], 0.0)
     exact("procs_blocked", row["process_tree/procs_blocked"], 0.0)
+    exact("procs_sleeping", row["process_tree/procs_sleeping"], 2.0)  # 100 and 103 (101, 102 run)
     exact("majflt_total", row["process_tree/majflt_total"], 0.0)
     # slot 0: the root; then the members in the order found (breadth first from children files; a /proc scan
     # goes in directory order)
@@ -358,6 +360,7 @@ def test_process_tree_sums_from_children_files(tmp_path):
     check_rate("process_tree/run_delay_seconds_per_second", row["process_tree/run_delay_seconds_per_second"], 1.5,
                v1, now, cap=14.0)
     exact("procs_blocked", row["process_tree/procs_blocked"], 1.0)
+    exact("procs_sleeping", row["process_tree/procs_sleeping"], 2.0)
     # major faults: 101 +7, 103 +5 (each member's first reading its baseline)
     exact("majflt_total", row["process_tree/majflt_total"], 12.0)
     check_rate("process_tree/majflt_per_second", row["process_tree/majflt_per_second"], 12.0, v1, now)

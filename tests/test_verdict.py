@@ -113,16 +113,17 @@ def test_a_span_over_the_whole_trace_is_no_phase_unless_asked_for():
 # the job: the followed process tree over the whole recording, and why it did not run more
 # --------------------------------------------------------------------------------------------------
 def job_trace(cores, waiting=None, blocked=0.0, busy=None, steal=0.0, threads=1, faults=None, cgroup=None,
-              disk_write=0.0, seconds=10.0, step_s=0.1, cpus=2, spans=()):
+              disk_write=0.0, seconds=10.0, step_s=0.1, cpus=2, spans=(), processes=3.0, sleeping=0.0):
     """A recorded trace of a followed job: its counters grow at `cores` CPU-seconds, `waiting` run-delay seconds
     (None: not recorded, as the psutil backend) and `faults` major faults per second of wall time; `busy` and
-    `steal` percent of the machine's `cpus`; `cgroup`: {key: value or rate} of the cgroup group."""
+    `steal` percent of the machine's `cpus`; `cgroup`: {key: value or rate} of the cgroup group; `blocked` and
+    `sleeping`: the average count of its `processes` in states D and S."""
     ev = [{"name": "sysprof start", "ph": "i", "ts": 0, "pid": 1, "tid": 0,
            "args": {"interval_s": step_s, "cpu_count": cpus, "command_line": "python train.py --fast", "pid": 4242}}]
     for i in range(round(seconds / step_s) + 1):  # a last sample at the stop: the counters' last step is in
         t = i * step_s
-        tree = {"num_processes": 3.0, "num_threads": float(threads), "cpu_percent": 100 * cores,
-                "cpu_seconds_total": 5.0 + cores * t, "procs_blocked": blocked}
+        tree = {"num_processes": processes, "num_threads": float(threads), "cpu_percent": 100 * cores,
+                "cpu_seconds_total": 5.0 + cores * t, "procs_blocked": blocked, "procs_sleeping": sleeping}
         if waiting is not None:
             tree.update(run_delay_seconds_total=waiting * t, run_delay_seconds_per_second=waiting)
         if faults is not None:
@@ -219,3 +220,15 @@ def test_a_wait_over_one_second_a_second_is_said_summed_over_the_threads():
         in v["job"]["text"]
     (whole,) = v["phases"]
     assert "the job waited for a CPU 2.1 s per second of wall time, summed over its threads" in whole["text"]
+
+
+@pytest.mark.parametrize("blocked, sleeping, disk", [(0.9, 0.1, 0.81), (0.3, 0.0, 0.9), (0.0, 0.6, 0.0)])
+def test_one_process_splits_its_exact_time_off_the_cpu_by_its_states_samples(blocked, sleeping, disk):
+    # one process: 10 % of one core, no run delay, so its main thread was off the CPU 90 % of the wall time
+    # (exactly); the samples of its state split that time: D 9 of 10 samples asleep -> 81 %; D the only sleep seen
+    # -> all 90 %, however few the samples that caught it; S only -> asleep 90 %
+    j = judge_job(job_trace(0.1, waiting=0.0, blocked=blocked, sleeping=sleeping, busy=30.0, processes=1.0))
+    assert (j["disk"], j["asleep"]) == (pytest.approx(disk), pytest.approx(0.9 - disk))
+    assert j["cause"] == ("asleep" if disk == 0 else "disk_io")
+    if disk:
+        assert f"in disk I/O {100 * disk:.0f} % of the wall time" in j["text"]

@@ -3,8 +3,8 @@ sources (the job's process tree followed) and judged by ``sysprof report --json`
 
 * a job sharing its CPU with three busy loops pinned to the same CPU: held back by other processes, its wait for a
   CPU as the job's own schedstat says over the same marked window;
-* a job writing and fsyncing a file: waiting for the disk, its time in disk I/O as this test's own sampling of its
-  state says;
+* a job writing and fsyncing a file: waiting for the disk, its time in disk I/O against the time fsync kept it off
+  the CPU by its own clocks;
 * a job writing into a pipe that another process reads slowly: asleep, as its own CPU time and run delay leave;
 * a job paging a file through a memory-limited cgroup (v2 memory.max, else v1 memory.limit_in_bytes; skipped
   where neither is writable): its memory read back from disk, its major faults as its own /proc/self/stat says.
@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import uuid
 
@@ -63,8 +62,6 @@ PRELUDE = textwrap.dedent("""
         return time.monotonic(), cpu / 1e9, delay / 1e9, majflt
 
     def run(work):
-        with open(sys.argv[1] + ".pid", "w") as f:
-            f.write(str(os.getpid()))
         with sysprof.mark("work"):
             t0, c0, d0, f0 = readings()
             work()
@@ -86,9 +83,9 @@ def _schedstat_counts():
         return False
 
 
-def _record(tmp_path, body, *args, realtime=False, sample_state=False):
+def _record(tmp_path, body, *args, realtime=False):
     """Records the job ``body`` (its ``work()`` and ``run(work)``) with the default sources; returns (the report's
-    verdict, the job's own readings, the fraction of this test's samples of its state that read D)."""
+    verdict, the job's own readings over its work)."""
     import sysprof
 
     if not sysprof.native_available()[0]:
@@ -96,45 +93,13 @@ def _record(tmp_path, body, *args, realtime=False, sample_state=False):
     script = tmp_path / "job.py"
     script.write_text(PRELUDE.format(realtime=realtime) + textwrap.dedent(body))
     readings, trace = tmp_path / "readings.json", tmp_path / "job.json"
-    states, stop = [], threading.Event()
-    sampler = threading.Thread(target=_sample_state, args=(f"{readings}.pid", states, stop), daemon=True)
-    if sample_state:
-        sampler.start()
-    try:
-        proc = run_cli("record", "-q", "-o", trace, "--", sys.executable, script, readings, *args, timeout=120)
-    finally:
-        stop.set()
-    if sample_state:
-        sampler.join(10)
+    proc = run_cli("record", "-q", "-o", trace, "--", sys.executable, script, readings, *args, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rep = run_cli("report", "--json", trace, timeout=120)
     assert rep.returncode == 0, rep.stderr
     verdict = json.loads(rep.stdout)["verdict"]
     print("\n".join(verdict["lines"]))  # the verdict as the report prints it (pytest -s shows it)
-    n, d = states[0] if states else (0, 0)
-    return verdict, json.loads(readings.read_text()), (d / n if n else None)
-
-
-def _sample_state(pidfile, out, stop):
-    """This test's own reading of the job's state: /proc/<pid>/stat's state field every 2 ms while it works."""
-    pid = None
-    while pid is None and not stop.is_set():
-        try:
-            with open(pidfile) as f:
-                pid = int(f.read())
-        except (OSError, ValueError):
-            time.sleep(0.001)
-    n = d = 0
-    while pid is not None and not stop.is_set():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            break
-        n += 1
-        d += state == "D"
-        time.sleep(0.002)
-    out.append((n, d))
+    return verdict, json.loads(readings.read_text())
 
 
 def _work(verdict):
@@ -150,7 +115,7 @@ def test_a_job_sharing_its_cpu_with_busy_loops_is_held_back_by_other_processes(t
     hog = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
     hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
     try:
-        verdict, own, _ = _record(tmp_path, f"""
+        verdict, own = _record(tmp_path, f"""
             os.sched_setaffinity(0, {{{cpu}}})  # the hogs' CPU
 
             def work():
@@ -184,7 +149,7 @@ def _expect(verdict, work, own, cause, number_text):
 
 
 def test_a_job_writing_and_fsyncing_waits_for_the_disk(tmp_path):
-    verdict, own, blocked = _record(tmp_path, f"""
+    verdict, own = _record(tmp_path, f"""
         def work():
             chunk = b"\\x01" * (256 * 1024)
             fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -195,14 +160,14 @@ def test_a_job_writing_and_fsyncing_waits_for_the_disk(tmp_path):
             os.close(fd)
 
         run(work)
-        """, tmp_path / "data.bin", realtime=True, sample_state=True)
+        """, tmp_path / "data.bin", realtime=True)
     work = _work(verdict)
     _expect(verdict, work, own, "disk_io", "in disk I/O")
-    # its time in disk I/O (state D): sysprof's reading against this test's own samples of the job's state (the
-    # job's whole life: its start and end are not in D)
-    assert blocked is not None and work["job"]["blocked"] >= 0.1, (work["job"], blocked)
-    assert work["job"]["blocked"] == pytest.approx(blocked, abs=0.15)
-    assert f"the job was in disk I/O {100 * work['job']['blocked']:.0f} % of the time" in work["text"]
+    # its time in disk I/O: the time it was neither on a CPU nor waiting for one, as its own schedstat says (it
+    # sleeps nowhere but in the disk's waits)
+    assert work["job"]["disk"] == pytest.approx(1 - own["cores"] - own["waiting"], abs=0.1), (work["job"], own)
+    assert work["job"]["disk"] >= 0.1
+    assert f"was in disk I/O {100 * work['job']['disk']:.0f} % of the time" in work["text"]
 
 
 def test_a_job_writing_into_a_slowly_read_pipe_is_asleep(tmp_path):
@@ -216,7 +181,7 @@ def test_a_job_writing_into_a_slowly_read_pipe_is_asleep(tmp_path):
                 time.sleep(0.02)
         """)])
     try:
-        verdict, own, _ = _record(tmp_path, f"""
+        verdict, own = _record(tmp_path, f"""
             def work():
                 chunk = b"\\x02" * 65536
                 fd = os.open(sys.argv[2], os.O_WRONLY)
@@ -282,7 +247,7 @@ def test_a_job_paging_through_a_memory_limited_cgroup_reads_its_memory_back_from
         os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # not cached in this test's cgroup
     cgroup = _memory_cgroup(32 << 20)
     try:
-        verdict, own, _ = _record(tmp_path, f"""
+        verdict, own = _record(tmp_path, f"""
             import mmap
             with open(os.path.join(sys.argv[3], "cgroup.procs"), "w") as f:  # into the memory-limited cgroup
                 f.write(str(os.getpid()))

@@ -33,8 +33,9 @@
 // CONFIG_SCHED_INFO), or one printing "0 0 0" (no CONFIG_SCHEDSTATS, delay accounting off): NaN and one
 // errors entry.
 //
-// procs_blocked: the members whose main thread is in uninterruptible sleep (state D, mostly waiting for disk
-// I/O) at the reading, from the stat file already read; its time-weighted mean is the average count. majflt: the
+// procs_blocked and procs_sleeping: the members whose main thread is in uninterruptible sleep (state D, mostly
+// waiting for disk I/O) or asleep waiting for an event (state S) at the reading, from the stat file already read;
+// their time-weighted means are the average counts, their ratio how a member's sleep splits. majflt: the
 // members' major faults (pages read back from disk), summed as per-member increases like CPU time.
 #include <algorithm>
 #include <cerrno>
@@ -60,7 +61,7 @@ namespace {
 constexpr const char* kTotals[] = {"num_processes", "rss_bytes", "cpu_percent", "cpu_seconds_total",
                                    "num_threads", "pss_bytes", "uss_bytes", "num_unslotted",
                                    "run_delay_seconds_total", "run_delay_seconds_per_second", "procs_blocked",
-                                   "majflt_total", "majflt_per_second"};
+                                   "procs_sleeping", "majflt_total", "majflt_per_second"};
 constexpr const char* kPerSlot[] = {"pid", "rss_bytes", "pss_bytes", "uss_bytes", "cpu_percent",
                                     "cpu_seconds_total", "num_threads"};
 constexpr size_t kNumTotals = sizeof kTotals / sizeof *kTotals, kSlotWidth = sizeof kPerSlot / sizeof *kPerSlot;
@@ -191,14 +192,20 @@ class ProcessTreeSource final : public Source {
     return true;
   }
 
-  // Whether the root's main thread has a schedstat that counts (rd_ok_); else the errors entry.
+  // Whether the root's main thread has a schedstat and the kernel counts it (rd_ok_); else the errors entry. A
+  // kernel that counts nothing prints "0 0 0" for every thread; a command just started may not have been charged
+  // its first CPU time yet, so on the live /proc the calling thread's own (it has run) decides.
   std::string check_schedstat() {
     std::string path = pid_path(root_pid_, "task/") + std::to_string(root_pid_) + "/schedstat", buf, why;
     SchedStat s;
     rd_ok_ = false;
     if (!read_small_file(path, buf, why)) return why + ": the run delay reads NaN";
     if (!parse_schedstat(buf.data(), buf.size(), s)) return path + ": malformed: the run delay reads NaN";
-    if (s.on_cpu_ns == 0)  // the followed process has run: all zero is a kernel that counts nothing
+    SchedStat mine;
+    if (s.on_cpu_ns == 0 && live_ && read_small_file(join(proc_root_, "thread-self/schedstat"), buf, why) &&
+        parse_schedstat(buf.data(), buf.size(), mine))
+      s = mine;
+    if (s.on_cpu_ns == 0)
       return path + ": all zero (kernel without CONFIG_SCHEDSTATS, delay accounting off): the run delay reads NaN";
     rd_ok_ = true;
     return {};
@@ -473,7 +480,7 @@ class ProcessTreeSource final : public Source {
     if (!discovering_ && mono_ns >= next_discover_ns_) start_discovery(mono_ns);
     if (discovering_) step_discovery(files_per_tick_, err);
     // Sums saturate: no member's value, however corrupt, can overflow them.
-    uint64_t n = 0, threads = 0, rss_pages = 0, total_ns = 0, unslotted = 0, blocked = 0;
+    uint64_t n = 0, threads = 0, rss_pages = 0, total_ns = 0, unslotted = 0, blocked = 0, sleeping = 0;
     double pss = 0, uss = 0;
     bool root_live = false, clocked = false, bad_threads = false, bad_rss = false;
     if (out) fill_nan(out + kNumTotals, nslots_ * kSlotWidth);
@@ -489,7 +496,8 @@ class ProcessTreeSource final : public Source {
       double* slot = out && m.slot >= 0 ? out + kNumTotals + size_t(m.slot) * kSlotWidth : nullptr;
       if (slot) slot[0] = double(m.pid);
       if (s.gone()) continue;  // exiting or a zombie: nothing left to count
-      if (s.state == 'D') ++blocked;
+      blocked += s.state == 'D';
+      sleeping += s.state == 'S';
       uint64_t cpu_ns;
       if (m.use_clock) {
         timespec ts;
@@ -570,8 +578,9 @@ class ProcessTreeSource final : public Source {
     out[8] = rd_ok_ ? double(delay_acc_ns_) / 1e9 : kNaN;
     out[9] = delay_rate;
     out[10] = double(blocked);
-    out[11] = double(majflt_acc_);
-    out[12] = majflt_rate;
+    out[11] = double(sleeping);
+    out[12] = double(majflt_acc_);
+    out[13] = majflt_rate;
     return true;
   }
 

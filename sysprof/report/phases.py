@@ -23,9 +23,11 @@ by time: a 1000 B/s rate held over [0, 0.2 s) and [0.2, 0.4 s) gives a span [0.1
 (NaN, before the first sample, outside the sampling windows of a Composer trace -- see
 :func:`~sysprof.report.stats.sampled_windows`) counts for nothing; a channel with no value inside a phase is left
 out of it. The amount of a cumulative total (registry kinds ``counter``, ``counter32``, ``ticks``) is its increase:
-the step between two consecutive samples accrues evenly over the time before the later one, at most one sampling
-interval (a changes-only trace writes a total only when it changed, so the sample before can be long before), and a
-decrease is a reset (no increase); a span gets the share of each step that its time covers.
+the step between two consecutive samples accrues evenly over the time since the trace's row before the later one
+(a changes-only trace writes a total only when it changed, so the sample before can be long before; a row the
+sampler took late carries its whole gap), at least its source's interval -- one interval in a trace that does not
+list its rows -- and a decrease is a reset (no increase); a span gets the share of each step that its time
+covers.
 
 Amounts, by the channel's kind and unit (:func:`amount_rule`; the amount's unit in brackets):
 
@@ -208,7 +210,8 @@ class _Pieces:
 class _Channel:
     """One series prepared for attribution: its pieces (times in seconds from ``origin``) and its amount rule."""
 
-    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float):
+    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float, rows):
+        """``rows``: the trace's sample times (seconds from ``origin``; empty where it does not list them)."""
         import numpy as np
 
         t = (np.asarray(t_us, dtype=np.float64) - origin_us) / 1e6
@@ -225,7 +228,14 @@ class _Channel:
         if mode == "increase" and t.size >= 2:
             step = np.diff(v)
             step = np.where(step < 0, 0.0, step)  # a reset: no increase known
-            span = np.minimum(np.diff(t), iv)
+            # a step accrues since the row before it (a row the sampler took late carries its whole gap), over at
+            # least its source's interval (a slower source steps once per reading), at most since the sample
+            # before; a trace that does not list its rows: over one interval
+            gap = np.full(t.size - 1, iv)
+            if rows.size:
+                k = np.searchsorted(rows, t[1:] - 1e-7, side="left") - 1
+                gap = np.where(k >= 0, t[1:] - rows[np.clip(k, 0, None)], gap)
+            span = np.minimum(np.diff(t), np.maximum(gap, iv))
             with np.errstate(divide="ignore", invalid="ignore"):
                 density = np.where(span > 0, step / span, np.nan)
             self.steps = _Pieces(t[1:] - span, span, density)
@@ -243,16 +253,19 @@ class _Channel:
 
 
 def _prepare(data: TraceData, channels: Optional[Callable[[str], bool]], origin_us: float):
+    import numpy as np
+
     from .names import sampler_series
 
     series, units = sampler_series(data)
     cpu_count = data.meta.get("cpu_count")
+    rows = (data.sample_ns / 1e3 - origin_us) / 1e6  # empty where the trace does not list its samples
     out = {}
     for ch, (t, v) in series.items():
         if channels is not None and not channels(ch):
             continue
         unit = unit_of(ch, units)
-        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
+        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us, rows)
     return out
 
 

@@ -3,23 +3,26 @@
 **The job** is the process tree ``sysprof record`` follows with a command or ``--pid`` (the ``process_tree/``
 channels; ``process/`` where only the process was recorded). Over the whole recording (:func:`judge_job`): the
 CPU it used (in percent of one core: CPU-seconds per second of wall time), the time its threads waited for a CPU
-(run delay, seconds per second of wall time, summed over the threads), the time its processes spent in disk I/O
-(state D, the average count), its major page faults per second and what the other processes used (the CPUs' busy
-time less the job's and the steal; sysprof's own recorder among them). Then the cause: the largest of the time it
-lost, of these three, where above its floor --
+(run delay, seconds per second of wall time, summed over the threads), its time in disk I/O and asleep, its major
+page faults per second and what the other processes used (the CPUs' busy time less the job's and the steal;
+sysprof's own recorder among them). The time its main thread was neither on a CPU nor waiting for one is at least
+1 minus the CPU and the run delay, both summed over the tree's threads (exact for a single thread): for a job of
+one process that time is split between disk I/O and sleep as the samples of its main thread's state split (D:
+disk sleep, S: asleep), a ratio that holds where the share of samples alone can alias with a periodic job; for a
+tree of processes, disk I/O is the average count of its processes in state D, and sleep what is left. Then the
+cause: the largest of the time it lost, of these three, where above its floor --
 
 * it waited for a CPU at least :data:`JOB_WAITING_SHARE` of the wall time: its cgroup's CPU limit throttled it
   (at least :data:`THROTTLED_SHARE` of the limit's periods, ``cgroup/`` channels), or its own threads kept at
   least :data:`OWN_CPUS` of the CPUs busy, or the larger taker of the CPUs: other processes (at least
   :data:`OTHERS_CORES` of a CPU) or the hypervisor (steal at least :data:`CPU_STEAL_PERCENT`), else its threads
   may be pinned to fewer CPUs than it has;
-* it was in disk I/O (state D) at least :data:`JOB_BLOCKED_SHARE` of the wall time: with at least
+* it was in disk I/O at least :data:`JOB_BLOCKED_SHARE` of the wall time: with at least
   :data:`MAJOR_FAULTS_PER_SECOND` major faults a second its memory was read back from disk (paging; with the
   ``cgroup/`` channels, and its cgroup's memory at :data:`AT_LIMIT` of its limit: that limit), else it waited
   for the disk;
-* its main thread slept at least :data:`JOB_ASLEEP_SHARE` of the wall time: the time that is neither CPU, nor
-  run delay, nor disk I/O (1 minus those three is a lower bound for every thread of the tree): it waited on
-  something else, another process, a pipe or socket, a lock, a timer, a GPU --
+* its main thread slept at least :data:`JOB_ASLEEP_SHARE` of the wall time: it waited on something else,
+  another process, a pipe or socket, a lock, a timer, a GPU --
 
 and with none of them, a job that ran on a CPU at least 90 % of the wall time is CPU-bound.
 
@@ -30,16 +33,16 @@ left out), else the whole trace as one phase. The :data:`TOP_PHASES` with the la
 judged. A phase with at least :data:`NESTED` of its time inside another judged phase's spans is part of it (the
 smallest such one): it is shown under its parent with its share of the parent, never summed with it as a
 sibling. The sampled time outside every phase's spans is judged as one more phase ("outside every span"). Each
-phase says its share of the trace's sampled time, the job's CPU in it (and its sleep, where that is its cause
-there), and the rules below that fire, most severe first: a rule compares a channel's time-weighted mean inside
-the phase (:mod:`sysprof.report.phases`; shares from their counters) with its threshold; a rule whose channel the
-trace lacks is skipped; severity is ``mean / threshold`` for a "too high" rule, ``threshold / mean`` (at most
-:data:`MAX_SEVERITY`) for a "too low" one. A phase with no finding reads "no clear bottleneck".
+phase says its share of the trace's sampled time, the job's CPU in it (its disk I/O where at least
+:data:`JOB_BLOCKED_SHARE`, its sleep where that is its cause there), and the rules below that fire, most severe
+first: a rule compares a channel's time-weighted mean inside the phase (:mod:`sysprof.report.phases`; shares from
+their counters) with its threshold; a rule whose channel the trace lacks is skipped; severity is ``mean /
+threshold`` for a "too high" rule, ``threshold / mean`` (at most :data:`MAX_SEVERITY`) for a "too low" one. A
+phase with no finding reads "no clear bottleneck".
 
 Rules (the thresholds are the constants below), in the words the verdict uses:
 
 * the job waited for a CPU: ``process_tree/run_delay_seconds_per_second`` >= 0.10;
-* the job was in disk I/O: ``process_tree/procs_blocked`` >= 0.10;
 * the job's major page faults: ``process_tree/majflt_per_second`` >= 100 /s;
 * the CPUs were busy: ``cpu/percent`` >= 90 %;
 * the CPUs idled waiting for I/O: ``cpu/iowait_percent`` >= 10 %;
@@ -112,8 +115,6 @@ _NOT_DISKS = ("loop*", "ram*", "zram*")
 RULES = (
     ("job_waiting", "the job waited for a CPU {v}", "process_tree/run_delay_seconds_per_second", "one",
      "high", JOB_WAITING_SHARE, "threads"),
-    ("job_blocked", "the job was in disk I/O {v}", "process_tree/procs_blocked", "one", "high",
-     JOB_BLOCKED_SHARE, "processes"),
     ("job_faults", "the job had {v} major page faults a second (pages read back from disk)",
      "process_tree/majflt_per_second",
      "one", "high", MAJOR_FAULTS_PER_SECOND, "rate"),
@@ -138,7 +139,7 @@ RULES = (
     ("gpu_busy", "the GPUs were busy {v} of the time", "gpu/*/utilization_percent", "mean", "high",
      GPU_BUSY_PERCENT, "percent"),
 )
-_IO_RULES = ("disk_busy", "io_stall", "job_blocked")
+_IO_RULES = ("disk_busy", "io_stall")
 
 #: the channels that matter: the per-phase summary of ``report --by`` shows these (``-k`` chooses others)
 KEY_CHANNELS = ("cpu/percent", "cpu/iowait_percent", "cpu/steal_percent", "pressure/*/some_seconds_per_second",
@@ -146,8 +147,8 @@ KEY_CHANNELS = ("cpu/percent", "cpu/iowait_percent", "cpu/steal_percent", "press
                 "disk/*/write_bytes_per_second", "disk/*/busy_time_seconds_per_second",
                 "net/*/bytes_recv_per_second", "net/*/bytes_sent_per_second", "process/cpu_percent",
                 "process_tree/cpu_percent", "process_tree/rss_bytes", "process_tree/run_delay_seconds_per_second",
-                "process_tree/procs_blocked", "process_tree/majflt_per_second", "gpu/*/utilization_percent",
-                "gpu/*/power_watts", "gpu/*/energy_joules")  # joules per phase: the counter's increase
+                "process_tree/procs_blocked", "process_tree/procs_sleeping", "process_tree/majflt_per_second",
+                "gpu/*/utilization_percent", "gpu/*/power_watts", "gpu/*/energy_joules")  # joules per phase: the counter's increase
 
 
 def is_key_channel(channel: str) -> bool:
@@ -239,17 +240,19 @@ def findings(phase: PhaseStats) -> List[dict]:
 # ---- the job ------------------------------------------------------------------------------------------------
 def _job_facts(phase: PhaseStats, cpu_count) -> Optional[dict]:
     """The job's numbers inside ``phase`` (None where the trace follows no process): ``cores`` (CPU-seconds per
-    second), ``waiting`` (run delay per second, summed over threads; None: not recorded), ``blocked`` (processes
-    in disk I/O on average), ``faults`` (major faults per second), ``threads``, ``others`` (other processes' CPU,
-    cores), ``cpus``, ``steal`` (percent of all CPUs' time), ``throttled`` (share of the cgroup's CPU-limit
-    periods), ``limit_cores``, ``memory_bytes`` and ``memory_max_bytes`` (its cgroup's), ``asleep`` (the share of
-    the wall time its main thread at least slept)."""
+    second), ``waiting`` (run delay per second, summed over threads; None: not recorded), ``disk`` (the share of the
+    wall time in disk I/O; for a tree of processes the average count in state D), ``asleep`` (the share of the wall
+    time its main thread at least slept; None without the run delay), ``faults`` (major faults per second),
+    ``processes``, ``threads``, ``others`` (other processes' CPU, cores), ``cpus``, ``steal`` (percent of all CPUs'
+    time), ``throttled`` (share of the cgroup's CPU-limit periods), ``limit_cores``, ``memory_bytes`` and
+    ``memory_max_bytes`` (its cgroup's)."""
     tree = next((t for t in ("process_tree", "process") if _mean(phase, f"{t}/cpu_percent") is not None), None)
     if tree is None:
         return None
     cores = _mean(phase, f"{tree}/cpu_percent") / 100
     waiting = _mean(phase, "process_tree/run_delay_seconds_per_second")
-    blocked = _mean(phase, "process_tree/procs_blocked")
+    blocked, sleeping = _mean(phase, "process_tree/procs_blocked"), _mean(phase, "process_tree/procs_sleeping")
+    processes = _mean(phase, "process_tree/num_processes")
     busy, steal = _mean(phase, "cpu/percent"), _mean(phase, "cpu/steal_percent")
     cpus = cpu_count if isinstance(cpu_count, int) and cpu_count > 0 else None
     others = None
@@ -261,15 +264,19 @@ def _job_facts(phase: PhaseStats, cpu_count) -> Optional[dict]:
     if periods is not None and hit is not None and periods.amount and hit.amount is not None:
         throttled = min(1.0, max(0.0, hit.amount / periods.amount))
     limit = _mean(phase, "cgroup/cpu_limit_cores")
-    asleep = None
+    disk, asleep = blocked, None
     if waiting is not None:
-        asleep = max(0.0, 1.0 - cores - waiting - (blocked or 0.0))
-    return {"channels": tree, "cores": cores, "waiting": waiting, "blocked": blocked,
+        off = max(0.0, 1.0 - cores - waiting)  # the main thread's time off the CPU, not waiting: at least this
+        if processes is not None and processes < 1.5 and blocked is not None and sleeping is not None:
+            disk = off * blocked / (blocked + sleeping) if blocked + sleeping > 0 else 0.0
+        asleep = max(0.0, off - (disk or 0.0))
+    return {"channels": tree, "cores": cores, "waiting": waiting, "disk": disk, "asleep": asleep,
+            "processes": processes,
             "faults": _mean(phase, "process_tree/majflt_per_second"), "threads": _mean(phase, f"{tree}/num_threads"),
             "others": others, "cpus": cpus, "steal": steal, "throttled": throttled,
             "limit_cores": limit if limit is not None and math.isfinite(limit) else None,
             "memory_bytes": _mean(phase, "cgroup/memory_current_bytes"),
-            "memory_max_bytes": _mean(phase, "cgroup/memory_max_bytes"), "asleep": asleep}
+            "memory_max_bytes": _mean(phase, "cgroup/memory_max_bytes")}
 
 
 def _cpu_cause(j: dict):
@@ -299,7 +306,7 @@ def _cause(j: dict, phase: PhaseStats):
     (:data:`JOB_ASLEEP_SHARE`) -- is the cause; disk I/O with :data:`MAJOR_FAULTS_PER_SECOND` major faults is
     paging. Nothing lost and a busy core: CPU-bound."""
     lost = [(v, what) for v, what, floor in ((j["waiting"], "cpu", JOB_WAITING_SHARE),
-                                             (j["blocked"], "disk", JOB_BLOCKED_SHARE),
+                                             (j["disk"], "disk", JOB_BLOCKED_SHARE),
                                              (j["asleep"], "asleep", JOB_ASLEEP_SHARE)) if v is not None and v >= floor]
     paging = j["faults"] is not None and j["faults"] >= MAJOR_FAULTS_PER_SECOND
     top = max(lost)[1] if lost else ("disk" if paging else None)
@@ -360,8 +367,8 @@ def judge_job(data: TraceData, phase: Optional[PhaseStats] = None) -> Optional[d
     elif j["channels"] == "process_tree":
         parts.append("its wait for a CPU was not recorded (no run delay: the psutil backend, or a kernel without "
                      "schedstat)")
-    if j["blocked"] is not None and j["blocked"] >= 0.05:
-        parts.append(f"in disk I/O {_of_the_time(j['blocked'], 'the wall time', 'its processes')}")
+    if j["disk"] is not None and j["disk"] >= 0.05:
+        parts.append(f"in disk I/O {_of_the_time(j['disk'], 'the wall time', 'its processes')}")
     if j["faults"] is not None and j["faults"] >= 10:
         parts.append(f"{j['faults']:,.0f} major page faults a second")
     if j["others"] is not None:
@@ -406,8 +413,12 @@ def judge(phase: PhaseStats, total_seconds: float, parent: Optional[PhaseStats] 
     cause = None
     if job is not None:
         cause = _cause(job, phase)[0]
-        slept = f" and slept at least {_pct(job['asleep'])} of the time" if cause == "asleep" else ""
-        parts.append(f"the job used {_cores(job['cores'])}{slept}")
+        said = [f"the job used {_cores(job['cores'])}"]
+        if job["disk"] is not None and job["disk"] >= JOB_BLOCKED_SHARE:
+            said.append(f"was in disk I/O {_of_the_time(job['disk'], over='its processes')}")
+        if cause == "asleep":
+            said.append(f"slept at least {_pct(job['asleep'])} of the time")
+        parts.append(", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0])
     texts = [f["text"] for f in found]
     if any(f["rule"] in _IO_RULES for f in found):
         throughput = _disk_throughput(phase)

@@ -220,6 +220,9 @@ def _tree_extra() -> list:
            _ch("process_tree/procs_blocked", "", "gauge", "members whose main thread is in uninterruptible sleep "
                "(state D: mostly waiting for disk I/O) at the reading; its mean is the average count",
                "/proc/<pid>/stat state"),
+           _ch("process_tree/procs_sleeping", "", "gauge", "members whose main thread is asleep waiting for an event "
+               "(state S: a pipe, a socket, a lock, a timer) at the reading; its mean is the average count",
+               "/proc/<pid>/stat state"),
            _ch("process_tree/majflt_total", "", "counter", "major page faults of the members (pages read back from "
                "disk), since following began; NaN with the psutil backend", "/proc/<pid>/stat majflt"),
            _ch("process_tree/majflt_per_second", "/s", "rate", "major page faults of the members per second, over the "
