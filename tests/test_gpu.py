@@ -128,7 +128,8 @@ def test_lost_device_others_and_host_continue(fake):
     wait_for(lambda: "gpu/1: lost (" in s.errors.get("gpu", ""))
     time.sleep(0.15)
     calls_at_loss = f.calls("nvmlDeviceGetFieldValues", 1) + f.calls("nvmlDeviceGetUtilizationRates", 1)
-    time.sleep(0.05)
+    taken = s.stats["taken"]
+    wait_for(lambda: s.stats["taken"] > taken + 50)  # rows after the loss, however busy the machine
     s.stop()
     b = s.drain()
     assert len(b) > 50
@@ -162,9 +163,10 @@ def test_init_failure_native(fake, code, name):
     assert s.errors["gpu"].startswith(f"nvmlInit_v2 failed: {name} (")
     assert s.devices == []
     s.start()
-    time.sleep(0.03)
+    assert s.wait_next(timeout=60, after=1) is not None  # host sampling unaffected: two rows (however busy)
     s.stop()
-    assert len(s.drain()) > 5  # host sampling unaffected
+    b = s.drain()
+    assert len(b) >= 2 and np.isfinite(b.column("memory/total_bytes")).all()
 
 
 @pytest.mark.parametrize("backend", ["native", "psutil"])

@@ -340,7 +340,8 @@ std::vector<std::string> Reader::channels() const {
   std::vector<std::string> v;
   for (const Gpu& g : gpus_) {
     for (int c : g.chans) v.push_back("gpu/" + std::to_string(g.index) + "/" + kChannelNames[c]);
-    for (const char* c : kEventChannelNames) v.push_back("gpu/" + std::to_string(g.index) + "/" + c);
+    for (int e = 0; e < kEventChannels; ++e)
+      v.push_back("gpu/" + std::to_string(g.index) + "/" + kEventChannelNames[e]);
     v.push_back("gpu/" + std::to_string(g.index) + "/" + kReadingTimeName);
   }
   return v;

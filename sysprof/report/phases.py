@@ -34,7 +34,7 @@ Amounts, by the channel's kind and unit (:func:`amount_rule`; the amount's unit 
 * a rate (kind ``rate``, a ``*_per_second`` channel; unit ``X/s``): its integral over time [``X``]: ``B/s`` -> B,
   ``/s`` -> a count, ``s/s`` (a PSI stall share, a disk's busy share) -> s (stall-seconds, busy seconds);
 * a total (kinds ``counter``, ``counter32``, ``ticks``): its increase [the channel's unit: B, s, J, a count];
-* power (``W``): its integral [J];
+* power drawn (``W``; not a ``*_limit_watts``): its integral [J];
 * a percent of one core or CPU (``process/cpu_percent``, ``process_tree/cpu_percent``, ``cgroup/cpu_percent``,
   ``cpu/<id>/percent``): integral / 100 [s: CPU-seconds];
 * a share of all CPUs' time (``cpu/percent``, ``cpu/<mode>_percent``): integral / 100 x the trace's
@@ -123,7 +123,7 @@ def amount_rule(channel: str, unit: str, cpu_count=None):
         return "increase", 1.0, unit
     if kind == "rate":
         return "integral", 1.0, unit[:-2] if unit.endswith("/s") else unit
-    if unit == "W":
+    if unit == "W" and not channel.endswith("_limit_watts"):  # power drawn, not a limit
         return "integral", 1.0, "J"
     if unit == "%" and spec is not None:
         if _matches(channel, _CORE_PERCENT) or _matches(channel, _GPU_TIME_PERCENT):
