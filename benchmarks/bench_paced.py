@@ -94,9 +94,13 @@ def held_files(sysprof, flags) -> List[Tuple[str, str]]:
     del s
     mine = f"/proc/{os.getpid()}/"
     # Each file is held twice (the thread's sources and sample()'s); this process's own files are read by the
-    # floor as its own (/proc/self: the same kernel work).
-    paths = sorted({p.removesuffix(" (deleted)").replace(mine, "/proc/self/", 1) for fd, p in after.items()
-                    if fd not in before and p.startswith(("/proc/", "/sys/"))})
+    # floor as its own (/proc/self: the same kernel work). process_tree's per-thread schedstat files (one per thread
+    # of this process) are read by the floor as its own thread's, as many times.
+    held = [p.removesuffix(" (deleted)") for fd, p in after.items() if fd not in before]
+    threads = [p for p in held if p.startswith(mine + "task/") and p.endswith("/schedstat")]
+    paths = sorted({p.replace(mine, "/proc/self/", 1) for p in held
+                    if p.startswith(("/proc/", "/sys/")) and p not in threads})
+    paths += ["/proc/thread-self/schedstat"] * (len(threads) // 2)
     return [(p, "e" if p.endswith(RECORD_BASED) else "1") for p in paths]
 
 

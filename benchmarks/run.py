@@ -35,6 +35,7 @@ Sections (issue 6):
     frames       Batch.to_pandas(), read_trace() per row; Parquet/CSV/JSON bytes per sample
     pftrace      the Perfetto protobuf trace against the Chrome JSON of the same recording: size, write, read
     smaps        /proc/<pid>/smaps_rollup per read against /proc/<pid>/stat, small and large processes
+    rundelay     process_tree's run delay: a thread's schedstat per read against stat, and its part of the tick
     prometheus   /metrics scrape latency with ~200 channels, the endpoint's fold, the sampler's cost with it
     gpu          the GPU source per device per reading on the fake NVML (the reader thread's CPU, the tick's copy)
     integrations the Lightning and Hugging Face callbacks' added step time at 10 ms (the frameworks venv; built on
@@ -79,6 +80,7 @@ from bench_phases import bench_phases, print_phases  # noqa: E402
 from bench_frames import bench_frames, print_frames  # noqa: E402
 from bench_pftrace import bench_pftrace, print_pftrace  # noqa: E402
 from bench_smaps import bench_smaps, print_smaps  # noqa: E402
+from bench_rundelay import bench_rundelay, print_rundelay  # noqa: E402
 from bench_prometheus import bench_prometheus, print_prometheus  # noqa: E402
 from bench_gpu import bench_gpu, print_gpu  # noqa: E402
 from bench_integrations import DEFAULT as INTEGRATIONS_DEFAULT, QUICK_BLOCKS, bench_integrations, print_integrations  # noqa: E402
@@ -86,7 +88,7 @@ from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
-            "node", "cold", "density", "mark", "phases", "frames", "pftrace", "smaps",
+            "node", "cold", "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay",
             "prometheus", "gpu", "integrations")
 # cold compiles csrc/ and runs under valgrind; integrations trains in the frameworks venv (built on first use):
 # minutes each; run them with --only
@@ -105,7 +107,8 @@ def config(quick: bool) -> Dict[str, Any]:
                 "marker": (20_000, 1), "kstat": (3000, 2), "node": 3000, "node_quick": True,
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
-                "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
+                "smaps": {"reads": 100, "big_mib": 64}, "rundelay": {"reads": 100, "rounds": 1, "seconds": 0.3},
+                "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
                 "integrations_blocks": QUICK_BLOCKS}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0, 30, 6),
@@ -114,7 +117,8 @@ def config(quick: bool) -> Dict[str, Any]:
             "marker": (100_000, 3), "kstat": (20_000, 4), "node": 20_000,
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
-            "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT}
+            "smaps": {"reads": 2000, "big_mib": 1024}, "rundelay": {"reads": 2000, "rounds": 5, "seconds": 2.0},
+            "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -176,7 +180,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
                 "writer": print_writer, "kstat": print_kstat, "node": print_node, "latest": print_latest, "cold": print_cold,
                 "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
-                "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus, "gpu": print_gpu, "integrations": print_integrations}
+                "pftrace": print_pftrace, "smaps": print_smaps, "rundelay": print_rundelay, "prometheus": print_prometheus, "gpu": print_gpu, "integrations": print_integrations}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -203,6 +207,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "frames": lambda: bench_frames(cfg, sysprof),
                    "pftrace": lambda: bench_pftrace(cfg, sysprof),
                    "smaps": lambda: bench_smaps(cfg["smaps"]),
+                   "rundelay": lambda: bench_rundelay(cfg["rundelay"], sysprof),
                    "prometheus": lambda: bench_prometheus(cfg, sysprof),
                    "gpu": lambda: bench_gpu(cfg, sysprof),
                    "integrations": lambda: bench_integrations(cfg, sysprof)}

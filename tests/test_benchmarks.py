@@ -17,7 +17,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat", "node",
-            "density", "mark", "phases", "frames", "pftrace", "smaps", "prometheus", "gpu")  # "cold", "integrations" only with --only (minutes)
+            "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay", "prometheus", "gpu")  # "cold", "integrations" only with --only (minutes)
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +200,18 @@ def test_writer(quick):
     for r in w["modes"].values():
         _dist_ok(r["samples_per_s"])
         _dist_ok(r["bytes_per_s"])
+
+
+def test_rundelay(quick):
+    r = quick[0]["sections"]["rundelay"]
+    if not r["available"]:
+        pytest.skip(r["reason"])
+    assert [row["threads"] for row in r["rows"]][:2] == [1, 64]  # the targets: 1 thread, 64 threads, a tree
+    for row in r["rows"]:
+        _dist_ok(row["schedstat"])
+        _dist_ok(row["stat"])
+        _dist_ok(row["tick"])
+        assert row["ratio"] > 0 and 0 < row["core_share_at_10ms"]
 
 
 def test_node(quick):

@@ -114,7 +114,7 @@ def test_record_follows_existing_pid(tmp_path):
     sleeper = subprocess.Popen(["sleep", "60"])
     trace = tmp_path / "t.json"
     recorder = subprocess.Popen(SYSPROF + ["record", "-q", "-o", str(trace), "--pid", str(sleeper.pid)],
-                                stderr=subprocess.PIPE, text=True)  # --process implied
+                                stderr=subprocess.PIPE, text=True)  # --process-tree implied
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and recorder.poll() is None and not (
@@ -126,7 +126,8 @@ def test_record_follows_existing_pid(tmp_path):
         sleeper.wait()
     assert recorder.wait(timeout=60) == 0, recorder.stderr.read()
     events = read_trace(trace)
-    assert {e["pid"] for e in events if e.get("ph") == "C" and e["name"] == "process"} == {sleeper.pid}
+    assert {e["pid"] for e in events if e.get("ph") == "C" and e["name"] == "process_tree"} == {sleeper.pid}
+    assert not any(e.get("ph") == "C" and e["name"] == "process" for e in events)  # the tree's slot 0 is it
     # named by its program, as a command is; its command line read from /proc/<pid>/cmdline
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert names[sleeper.pid] == f"sleep (pid {sleeper.pid})"
@@ -329,6 +330,40 @@ def test_record_process_tree_follows_the_commands_children(tmp_path):
 
 def test_record_process_tree_needs_a_target():
     assert_one_line_error(run_cli("record", "--process-tree", "--duration", "0.1"), rc=2)
+
+
+def test_record_follows_the_commands_tree_by_default(tmp_path):
+    # no source flag and a command: the default sources and the command's process tree (its two children found),
+    # its run delay among the channels, the counters on the command's track; --process and the sources --all
+    # adds stay off
+    trace = tmp_path / "default.json"
+    proc = run_cli("record", "-q", "-o", trace, "--interval", "10ms", "--", sys.executable, "-c", SPAWN_TWO_BUSY)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads(trace.read_text())
+    start = event(events, "sysprof start")
+    s = series(events)
+    assert max(v for _, v in s["process_tree/num_processes"] if v is not None) >= 3
+    assert {"cpu/percent", "memory/used_bytes", "process_tree/cpu_seconds_total",
+            "process_tree/run_delay_seconds_total", "process_tree/procs_blocked"} <= set(s)
+    assert any(c.startswith("disk/") for c in s) and any(c.startswith("net/") for c in s)
+    assert not any(c.startswith(("process/", "pressure/", "load/", "vmstat/", "cgroup/")) for c in s)
+    tree = [e for e in events if e.get("ph") == "C" and e["name"] == "process_tree"]
+    assert tree and {e["pid"] for e in tree} == {start["args"]["pid"]} != {start["args"]["recorder_pid"]}
+
+
+@pytest.mark.parametrize("flags, on, off", [
+    (["--all"], ("cpu/", "process/", "process_tree/", "load/"), ()),  # --all adds every source to the tree
+    (["--cpu"], ("cpu/",), ("process/", "process_tree/", "memory/")),  # a named source replaces the defaults
+])
+def test_record_all_adds_sources_and_a_named_one_replaces_the_defaults(tmp_path, flags, on, off):
+    trace = tmp_path / "t.json"
+    proc = run_cli("record", "-q", "-o", trace, *flags, "--", sys.executable, "-c", "import time; time.sleep(0.3)")
+    assert proc.returncode == 0, proc.stderr
+    s = series(json.loads(trace.read_text()))
+    for prefix in on:
+        assert any(c.startswith(prefix) for c in s), (prefix, sorted(s)[:20])
+    for prefix in off:
+        assert not any(c.startswith(prefix) for c in s), prefix
 
 
 @pytest.mark.parametrize("where", ["head", "members", "errors"])

@@ -50,8 +50,8 @@ def test_a_registry_source_gets_its_flags(fake_source, capsys):
     assert chosen["process"] and chosen["process_tree"]
     chosen = _sources_from_args(parser.parse_args(["record"]), have_target=False)
     assert [n for n, on in chosen.items() if on] == list(registry.DEFAULT_SOURCES)  # not a default source
-    chosen = _sources_from_args(parser.parse_args(["record", "--pid", "1"]), have_target=True, pid_given=True)
-    assert [n for n, on in chosen.items() if on] == list(registry.DEFAULT_SOURCES) + ["process"]
+    chosen = _sources_from_args(parser.parse_args(["record", "--pid", "1"]), have_target=True)
+    assert [n for n, on in chosen.items() if on] == list(registry.DEFAULT_SOURCES) + ["process_tree"]  # the job's tree
     with pytest.raises(SystemExit):
         parser.parse_args(["record", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

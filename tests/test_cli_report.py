@@ -368,9 +368,12 @@ def test_report_by_json_is_the_phases_layout(phased_trace):
                       "disk/sda/write_bytes_per_second": {"mean": pytest.approx(1e6), "amount": pytest.approx(450000),
                                                           "unit": "B/s"}}},
     ]
-    # the verdict: compute 1 s of 2 (CPU 95 >= 90), ckpt 0.45 s of 2 = 22 % (nothing fires)
-    assert [v["text"] for v in s["verdict"]] == ["compute: 50 % of wall time; CPU busy 95 %",
-                                                 "ckpt: 22 % of wall time; no clear bottleneck"]
+    # the verdict: no job followed; compute 1 s of 2 (CPU 95 >= 90), ckpt 0.45 s of 2 = 22 % (nothing fires); the
+    # phases asked for leave [1.45, 2) s: 28 %
+    assert s["verdict"]["job"] is None
+    assert [v["text"] for v in s["verdict"]["phases"]] == [
+        "compute: 50 % of wall time; the CPUs were busy 95 % of the time", "ckpt: 22 % of wall time; no clear bottleneck"]
+    assert s["verdict"]["outside"]["text"] == "outside these phases: 28 % of wall time; no clear bottleneck"
     assert s["samples"] == 20 and "channels" in s
     k = json.loads(run_cli("report", "--json", "--by", "ckpt", "-k", "disk/*", phased_trace).stdout)
     assert list(k["phases"][0]["channels"]) == ["disk/sda/write_bytes_per_second"]
@@ -381,9 +384,11 @@ def test_report_opens_with_the_verdict_and_prints_phases(phased_trace):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # no --by: every span name is a phase
-    assert lines[:3] == ["verdict:", "  compute: 50 % of wall time; CPU busy 95 %",
-                         "  ckpt: 22 % of wall time; no clear bottleneck"]
-    assert lines[4].startswith("trace:")
+    assert lines[:6] == ["verdict:", "  job: not followed (record a command, or --pid PID, to see the CPU it got and why)",
+                         "  compute: 50 % of wall time; the CPUs were busy 95 % of the time",
+                         "  ckpt: 22 % of wall time; no clear bottleneck",
+                         "  outside every span: 28 % of wall time; no clear bottleneck", ""]
+    assert lines[6].startswith("trace:")
     assert not any(line.startswith("phase ") for line in lines)  # the phases table only with --by
     out = run_cli("report", "--by", "ckpt", phased_trace).stdout
     rows = out.split("\nphase")[1].splitlines()
@@ -416,7 +421,9 @@ def test_effective_rate_counts_the_sampling_windows_only(tmp_path):
     assert s["samples"] == 300 and s["windows"] == 3
     assert s["sampled_s"] == pytest.approx(1.5) and s["effective_rate_hz"] == pytest.approx(200)
     assert s["duration_s"] == pytest.approx(5.495)
-    assert s["verdict"][0]["phase"] == "(whole trace)" and s["verdict"][0]["share"] == pytest.approx(1.0)
+    (whole,) = s["verdict"]["phases"]
+    assert whole["phase"] == "(whole trace)" and whole["share"] == pytest.approx(1.0)
+    assert s["verdict"]["job"] is None and s["verdict"]["lines"] == [whole["text"]]  # no job line: not recorded
     out = run_cli("report", path).stdout
     assert "(3 sampling windows, 1.500 s sampled); effective rate 200.0 Hz" in out
 

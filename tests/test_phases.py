@@ -8,17 +8,20 @@ import pytest
 from sysprof.report import ReportError, TraceData
 from sysprof.trace.composer_map import sampler_channel as _inverse, sampler_channels
 from sysprof.report.phases import amount_rule, by_phase, no_match_message, phases_frame, phases_json, whole_trace
+from sysprof.trace.schema import samples_event
 
 S = 1_000_000  # µs per second
 
 
-def recorded(counters, spans=(), interval_s=0.2, cpu_count=None, stop_s=1.0):
+def recorded(counters, spans=(), interval_s=0.2, cpu_count=None, stop_s=1.0, rows_s=None):
     """A `sysprof record`-like trace: counters = [(group, ts_s, {key: value})], spans = [(name, start_s, end_s,
-    tid)] as X events."""
+    tid)] as X events; ``rows_s``: the sample times its samples event lists (none by default)."""
     meta = {"interval_s": interval_s}
     if cpu_count:
         meta["cpu_count"] = cpu_count
     ev = [{"name": "sysprof start", "ph": "i", "ts": 0, "pid": 1, "tid": 0, "args": meta}]
+    if rows_s:
+        ev.append(samples_event([round(t * S) * 1000 for t in rows_s], 1, 0, 1000))
     ev += [{"name": g, "ph": "C", "ts": round(t * S), "pid": 1, "tid": 0, "args": a} for g, t, a in counters]
     ev += [{"name": n, "ph": "X", "ts": round(a * S), "dur": round((b - a) * S), "pid": 1, "tid": tid}
            for n, a, b, tid in spans]
@@ -64,6 +67,18 @@ def test_a_changes_only_total_accrues_over_one_interval_and_a_reset_adds_nothing
     got = {p.name: p.channels["vmstat/pgmajfault_total"].amount for p in by_phase(d, "*")}
     assert got == {"early": 0.0, "late": pytest.approx(500), "after": pytest.approx(300)}
     assert by_phase(d, "late")[0].channels["vmstat/pgmajfault_total"].amount_unit == ""
+
+
+def test_a_late_row_carries_its_whole_gap_where_the_trace_lists_its_rows():
+    # interval 0.1 s, rows at 0, 0.1, 0.2 and 0.5 s (the sampler late: no row at 0.3, 0.4), listed by the samples
+    # event; a counter of 100 a 0.1 s: the 300 shown at 0.5 s accrued over [0.2, 0.5), so a span [0.2, 0.35) gets
+    # 150 (over one interval, [0.4, 0.5), it would get none and [0.4, 0.5) all 300)
+    counters = [("vmstat", t, {"pgmajfault_total": v}) for t, v in ((0.0, 0.0), (0.1, 100.0), (0.2, 200.0),
+                                                                    (0.5, 500.0))]
+    d = recorded(counters, [("mid", 0.2, 0.35, 1), ("end", 0.4, 0.5, 1)], interval_s=0.1, stop_s=0.6,
+                 rows_s=[0.0, 0.1, 0.2, 0.5])
+    got = {p.name: p.channels["vmstat/pgmajfault_total"].amount for p in by_phase(d, "*")}
+    assert got == {"mid": pytest.approx(150), "end": pytest.approx(100)}
 
 
 def test_overlapping_spans_of_one_name_are_unioned_and_nested_ones_attributed_to_both():

@@ -299,6 +299,12 @@ TREE_TOTALS = (
     "process_tree/pss_bytes",
     "process_tree/uss_bytes",
     "process_tree/num_unslotted",
+    "process_tree/run_delay_seconds_total",
+    "process_tree/run_delay_seconds_per_second",
+    "process_tree/procs_blocked",
+    "process_tree/procs_sleeping",
+    "process_tree/majflt_total",
+    "process_tree/majflt_per_second",
 )
 SLOT_FIELDS = ("pid", "rss_bytes", "pss_bytes", "uss_bytes", "cpu_percent", "cpu_seconds_total", "num_threads")
 # the totals, then 8 slots (process_tree_slots' default)
@@ -319,6 +325,11 @@ def _tree_v1_checks(s):
     # smaps_rollup: Pss 2000 + 3000 + 5000 + 9000 kB, Private_Clean + Private_Dirty 1000 + 2000 + 4000 + 8000 kB
     exact("pss_bytes", row["process_tree/pss_bytes"], (2000 + 3000 + 5000 + 9000) * 1024.0)
     exact("uss_bytes", row["process_tree/uss_bytes"], (1000 + 2000 + 4000 + 8000) * 1024.0)
+    # run delay: each thread's first reading (construction) is its baseline; no member is in state D
+    exact("run_delay_seconds_total", row["process_tree/run_delay_seconds_total"], 0.0)
+    exact("procs_blocked", row["process_tree/procs_blocked"], 0.0)
+    exact("procs_sleeping", row["process_tree/procs_sleeping"], 2.0)  # 100 and 103 (101, 102 run)
+    exact("majflt_total", row["process_tree/majflt_total"], 0.0)
     # slot 0: the root; then the members in the order found (breadth first from children files; a /proc scan
     # goes in directory order)
     pids = [row[f"process_tree/{k}/pid"] for k in range(4)]
@@ -343,6 +354,16 @@ def test_process_tree_sums_from_children_files(tmp_path):
     exact("num_processes", row["process_tree/num_processes"], 4.0)
     exact("cpu_seconds_total", row["process_tree/cpu_seconds_total"], (160 + 240 + 360 + 480) / CLK_TCK)
     check_rate("process_tree/cpu_percent", row["process_tree/cpu_percent"], 100 * 100 / CLK_TCK, v1, now)
+    # schedstat's run delay: 100's threads 100 and 105 +0.1 and +0.2 s, 101 +0.3, 102 +0.4, 103 +0.5: 1.5 s (200's
+    # +5 s is outside); the rate at most the tree's 2 + 3 + 4 + 5 threads. 102 is in state D: one blocked.
+    exact("run_delay_seconds_total", row["process_tree/run_delay_seconds_total"], 1.5)
+    check_rate("process_tree/run_delay_seconds_per_second", row["process_tree/run_delay_seconds_per_second"], 1.5,
+               v1, now, cap=14.0)
+    exact("procs_blocked", row["process_tree/procs_blocked"], 1.0)
+    exact("procs_sleeping", row["process_tree/procs_sleeping"], 2.0)
+    # major faults: 101 +7, 103 +5 (each member's first reading its baseline)
+    exact("majflt_total", row["process_tree/majflt_total"], 12.0)
+    check_rate("process_tree/majflt_per_second", row["process_tree/majflt_per_second"], 12.0, v1, now)
 
     # v3: 103 has exited (101's children file no longer lists it) and 101 used 5 more ticks. The
     # stat file still reads (a fixture file does not vanish as /proc does): only discovery, at most
@@ -365,6 +386,9 @@ def test_process_tree_sums_from_children_files(tmp_path):
     exact("num_threads", row3["process_tree/num_threads"], 9.0)
     # the total is over the live members, so it drops by 103's 480 ticks
     exact("cpu_seconds_total", row3["process_tree/cpu_seconds_total"], (160 + 245 + 360) / CLK_TCK)
+    # the run delay only grows: 101's thread +0.05 s; 103's thread, gone with it, takes nothing away
+    exact("run_delay_seconds_total", row3["process_tree/run_delay_seconds_total"], 1.55)
+    exact("majflt_total", row3["process_tree/majflt_total"], 14.0)  # 101 +2; 103's 5 stay
 
 
 def test_process_tree_scans_stat_without_children_files(tmp_path):
@@ -374,7 +398,44 @@ def test_process_tree_scans_stat_without_children_files(tmp_path):
     s, built = open_sampler(tree, process_tree=True, pid=100)
     check_error(s, "process_tree")
     assert "CONFIG_PROC_CHILDREN" in s.errors["process_tree"]
-    _tree_v1_checks(s)
+    v1 = _tree_v1_checks(s)
+    tree.apply("v2")  # the scan lists the threads too: the same run delay as from the children files
+    row, now = take(s)
+    exact("run_delay_seconds_total", row["process_tree/run_delay_seconds_total"], 1.5)
+    check_rate("process_tree/run_delay_seconds_per_second", row["process_tree/run_delay_seconds_per_second"], 1.5,
+               v1, now, cap=14.0)
+
+
+@pytest.mark.parametrize("content, why", [(None, "No such file"), ("0 0 0\n", "all zero")])
+def test_process_tree_run_delay_without_schedstat_reads_nan(tmp_path, content, why):
+    # no schedstat files (a kernel without CONFIG_SCHED_INFO), or "0 0 0" (one that counts nothing): the run
+    # delay reads NaN, with one errors entry; the rest of the tree is read as before
+    tree = Tree("process_tree", tmp_path)
+    for f in list(Path(tree.proc).rglob("schedstat")):
+        if content is None:
+            f.unlink()
+        else:
+            f.write_text(content)
+    s, _ = open_sampler(tree, process_tree=True, pid=100)
+    check_error(s, "process_tree")
+    assert why in s.errors["process_tree"] and "run delay" in s.errors["process_tree"], s.errors
+    row, _ = take(s)
+    nan("run_delay_seconds_total", row["process_tree/run_delay_seconds_total"])
+    nan("run_delay_seconds_per_second", row["process_tree/run_delay_seconds_per_second"])
+    exact("num_processes", row["process_tree/num_processes"], 4.0)
+    exact("procs_blocked", row["process_tree/procs_blocked"], 0.0)
+
+
+def test_process_tree_run_delay_is_bounded_by_the_time_followed(tmp_path):
+    # a corrupt run delay (2^64-1 ns) adds no more than a thread could have waited: the time since its first
+    # reading plus 1 s for a wait under way then; the rate at most the tree's 14 threads
+    tree = Tree("process_tree", tmp_path)
+    s, (t0, _) = open_sampler(tree, process_tree=True, pid=100)
+    tree.write("101/task/101/schedstat", "1 18446744073709551615 1\n")
+    row, (_, t1) = take(s)
+    total = row["process_tree/run_delay_seconds_total"]
+    assert 1.0 <= total <= (t1 - t0) + 1.0 + 1e-9, (total, t1 - t0)
+    assert 0 < row["process_tree/run_delay_seconds_per_second"] <= 14.0
 
 
 def test_process_tree_root_is_self_by_default(tmp_path):

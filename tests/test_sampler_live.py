@@ -273,6 +273,51 @@ def test_process_tree_follows_busy_children(backend):
     assert after.column("process_tree/rss_bytes")[-1] > 0
 
 
+def _tree_run_delay(pids):
+    """The run delay (s) of the given processes' threads, summed from each thread's schedstat: the independent
+    reader."""
+    total = 0
+    for pid in pids:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError):
+                pass
+    return total / 1e9
+
+
+def test_process_tree_run_delay_against_the_threads_own_schedstat():
+    """The tree's run delay grows between two samples by what its threads' schedstat files say they waited between
+    readings taken around the samples (three busy children pinned to one CPU wait for it). Catches a wrong field, the
+    main thread only, a member's threads left out, a lost or doubled increase."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/schedstat"):
+        pytest.skip("no per-thread schedstat")
+    cpu = min(os.sched_getaffinity(0))
+    hog = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    kids = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
+    try:
+        s = Sampler(backend="native", pid=os.getpid(), **dict(OFF, process_tree=True))
+        if "process_tree" in s.errors:
+            pytest.skip(s.errors["process_tree"])
+        members = [os.getpid()] + [k.pid for k in kids]
+        wait_until(lambda: s.sample()["process_tree/num_processes"] == len(members), "the children found")
+        d0 = _tree_run_delay(members)
+        a = s.sample()
+        d1 = _tree_run_delay(members)
+        time.sleep(0.5)
+        d2 = _tree_run_delay(members)
+        b = s.sample()
+        d3 = _tree_run_delay(members)
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+    grew = b["process_tree/run_delay_seconds_total"] - a["process_tree/run_delay_seconds_total"]
+    assert d2 - d1 > 0  # three busy loops on one CPU waited for it
+    between("run_delay_seconds_total increase", grew, d2 - d1, d3 - d0, slack=1e-6)
+
+
 def test_process_tree_native_vs_psutil_channels_and_self():
     a = Sampler(backend="native", **dict(ALL, process_tree=True))
     b = Sampler(backend="psutil", **dict(ALL, process_tree=True))

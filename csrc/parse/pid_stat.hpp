@@ -1,5 +1,6 @@
 // /proc/<pid>/stat, shared by the process and process_tree sources (a single line: false = malformed).
 // Field numbers are proc.rst's Table 1-4 (1-based; comm is field 2, state field 3).
+// /proc/<pid>/task/<tid>/schedstat, process_tree's run delay (Documentation/scheduler/sched-stats.rst).
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -11,7 +12,7 @@ namespace sysprof {
 struct ProcStat {
   char state;
   int64_t ppid;
-  uint64_t utime, stime, vsize;
+  uint64_t majflt, utime, stime, vsize;  // majflt: major faults (pages read back from disk)
   int64_t rss, num_threads;  // signed in the kernel's format: a negative one is corrupt
   uint64_t cpu_ticks() const { return sat_add(utime, stime); }
   // Exiting (the memory map is dropped before it turns zombie; only kernel threads have none
@@ -36,6 +37,7 @@ inline bool parse_pid_stat(const char* p, size_t n, ProcStat& s) {
   for (int field = 4; field <= 24; ++field) {
     switch (field) {
       case 4: if (!parse_i64(c, s.ppid)) return false; break;
+      case 12: if (!parse_u64(c, s.majflt)) return false; break;
       case 14: if (!parse_u64(c, s.utime)) return false; break;
       case 15: if (!parse_u64(c, s.stime)) return false; break;
       case 20: if (!parse_i64(c, s.num_threads)) return false; break;
@@ -45,6 +47,18 @@ inline bool parse_pid_stat(const char* p, size_t n, ProcStat& s) {
     }
   }
   return true;
+}
+
+// schedstat: "time spent on the cpu (ns), time spent waiting on a runqueue (ns), timeslices run on this cpu".
+// A kernel without CONFIG_SCHEDSTATS whose delay accounting is off prints "0 0 0" (nothing is counted): the
+// caller tells that by on_cpu_ns staying 0 for a thread that has run.
+struct SchedStat {
+  uint64_t on_cpu_ns, run_delay_ns, timeslices;
+};
+
+inline bool parse_schedstat(const char* p, size_t n, SchedStat& s) {
+  Cursor c{p, p + n};
+  return parse_u64(c, s.on_cpu_ns) && parse_u64(c, s.run_delay_ns) && parse_u64(c, s.timeslices);
 }
 
 }  // namespace sysprof

@@ -185,6 +185,7 @@ void test_pid_stat() {
   CHECK(parse_pid_stat(ok, std::strlen(ok), s));
   CHECK_EQ(s.state, 'S');
   CHECK_EQ(s.ppid, 7);
+  CHECK_EQ(s.majflt, 0u);
   CHECK_EQ(s.utime, 250u);
   CHECK_EQ(s.stime, 50u);
   CHECK_EQ(s.num_threads, 3);
@@ -202,6 +203,22 @@ void test_pid_stat() {
   CHECK(parse_pid_stat(huge, std::strlen(huge), s));
   CHECK_EQ(s.utime, kMax);
   CHECK_EQ(s.num_threads, -5);  // signed in the format: the source turns a negative into NaN
+}
+
+void test_schedstat() {
+  SchedStat s;
+  const char* ok = "1324541 14277776 3\n";
+  CHECK(parse_schedstat(ok, std::strlen(ok), s));
+  CHECK_EQ(s.on_cpu_ns, 1324541u);
+  CHECK_EQ(s.run_delay_ns, 14277776u);
+  CHECK_EQ(s.timeslices, 3u);
+  const char* two = "1324541 14277776";
+  CHECK(!parse_schedstat(two, std::strlen(two), s));
+  const char* neg = "1 -2 3";
+  CHECK(!parse_schedstat(neg, std::strlen(neg), s));
+  const char* huge = "1 99999999999999999999999 3";
+  CHECK(parse_schedstat(huge, std::strlen(huge), s));
+  CHECK_EQ(s.run_delay_ns, kMax);  // saturated: the source bounds what a thread can add
 }
 
 void test_psi() {
@@ -361,6 +378,7 @@ int main() {
   test_net_dev();
   test_loadavg();
   test_pid_stat();
+  test_schedstat();
   test_psi();
   test_cgroup();
   test_vmstat();

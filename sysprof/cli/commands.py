@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..report import (ReportError, TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans,
-                      no_match_message, phases_json, plot_trace, print_phases, print_table, print_verdict,
-                      require_matplotlib, summarize, table_layout, verdict)
+from ..report import (ReportError, TraceData, by_phase, channel_filter, is_key_channel, jsonable, judgement,
+                      match_spans, no_match_message, phases_json, plot_trace, print_phases, print_table,
+                      print_verdict, require_matplotlib, summarize, table_layout)
 from ..report.gpu_reasons import reason_lines, reason_shares
 from ..report.plot import check_plot_name
 from ..report.window import TraceWindow, window_bounds
@@ -73,7 +73,7 @@ def cmd_report(args) -> int:
         phases = by_phase(data, args.by)
         if not phases:
             raise CLIError(no_match_message(data, args.by))
-    judged = verdict(data, phases=phases, total_seconds=summary["sampled_s"])
+    judged = judgement(data, phases=phases, total_seconds=summary["sampled_s"])
     plotted = None
     if args.plot:
         shaded = None  # Composer's batch spans where the trace has them

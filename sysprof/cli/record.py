@@ -103,7 +103,7 @@ def cmd_record(args) -> int:
     check_targets(args, target)
     if args.pid is not None and not os.path.exists(f"/proc/{args.pid}"):
         raise CLIError(f"no such process: {args.pid}")
-    sources = _sources_from_args(args, target, pid_given=args.pid is not None)
+    sources = _sources_from_args(args, target)
     intervals = intervals_from_args(args, sources)
     devices = devices_from_args(args)
     recording = _Recording

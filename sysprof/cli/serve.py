@@ -55,7 +55,7 @@ def cmd_serve(args) -> int:
     check_targets(args, target)
     if target and not os.path.exists(f"/proc/{args.pid}"):
         raise CLIError(f"no such process: {args.pid}")
-    sources = _sources_from_args(args, target, pid_given=target)
+    sources = _sources_from_args(args, target)
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
                   intervals=intervals_from_args(args, sources), devices=devices_from_args(args))
     if target:

@@ -22,9 +22,10 @@ def target_sources():
     return tuple(name for name, spec in SOURCES.items() if measures_target(spec))
 
 
-def pid_default_sources():
-    """What ``record --pid P`` adds to the default set when no source is named (``SourceSpec.pid_default``)."""
-    return tuple(n for n, s in SOURCES.items() if s.pid_default)
+def target_default_sources():
+    """What ``record`` with a command or ``--pid`` adds to the default set when no source is named
+    (``SourceSpec.target_default``: the followed process tree, the program and its workers)."""
+    return tuple(n for n, s in SOURCES.items() if s.target_default)
 
 
 def _option_names():
@@ -39,9 +40,10 @@ def _number_options():
 def add_source_flags(parser) -> None:
     """The "sources" argument group: one flag per registry source and per source option, and ``--all``."""
     defaults = " ".join(SOURCES[n].flag for n in registry.DEFAULT_SOURCES)
-    with_pid = " ".join(SOURCES[n].flag for n in pid_default_sources())
-    g = parser.add_argument_group(f"sources (default: {defaults}" + (f"; with --pid also {with_pid})" if with_pid
-                                                                     else ")"))
+    followed = " ".join(SOURCES[n].flag for n in target_default_sources())
+    g = parser.add_argument_group(f"sources (default: {defaults}" + (
+        f"; with a command or --pid also {followed})" if followed else ")"),
+        "Naming a source flag records the sources named instead of the default ones.")
     for spec in SOURCES.values():
         help_text = f"{spec.help} ({spec.file})"
         if measures_target(spec):
@@ -107,8 +109,10 @@ def intervals_from_args(args, chosen) -> dict:
     return out
 
 
-def _sources_from_args(args, have_target: bool, pid_given: bool = False):
-    """``{name: on}`` for every registry source and source option, as the flags, ``--all`` or the defaults say."""
+def _sources_from_args(args, have_target: bool):
+    """``{name: on}`` for every registry source and source option, as the flags, ``--all`` or the defaults say:
+    with a command or ``--pid`` (``have_target``) the defaults follow its process tree, and ``--all`` adds every
+    other source."""
     names = tuple(SOURCES) + _option_names()
     numbers = _number_options()
     chosen = {n: bool(getattr(args, n, False)) for n in names if n not in numbers}
@@ -117,7 +121,7 @@ def _sources_from_args(args, have_target: bool, pid_given: bool = False):
         chosen.update({n: have_target for n in target_sources()})
     elif not any(chosen.values()):
         chosen.update({n: True for n in registry.DEFAULT_SOURCES})
-        chosen.update({n: pid_given for n in pid_default_sources()})  # following a --pid: its numbers are the point
+        chosen.update({n: have_target for n in target_default_sources()})  # the job followed: its numbers first
     # a number option (--process-tree-slots N) shapes its source, it does not switch it on
     chosen.update({n: getattr(args, n, None) for n in numbers})
     for name, spec in SOURCES.items():

@@ -12,7 +12,8 @@ layout: ``memory/virtual`` {used_gb}, ``disk/<dev>/<field>`` {<field>}, no recor
 
 Modules: ``model`` (a trace read into series), ``units``, ``stats`` (time-weighted statistics, the summary, the
 sampling windows), ``names`` (Composer's channel names mapped back to the sampler's), ``phases`` (per-phase
-attribution, ``report --by``), ``verdict`` (what was saturated or starved in the largest phases), ``table``
+attribution, ``report --by``), ``verdict`` (the followed job's CPU and why it did not run more, then what was saturated or starved in the
+largest phases), ``table``
 (number formatting, the printed table, verdict and phases), ``plot`` (matplotlib).
 """
 from __future__ import annotations
@@ -26,5 +27,5 @@ from .phases import (WHOLE_TRACE, ChannelPhase, PhaseStats, by_phase, match_span
 from .stats import GAP_FACTOR, channel_filter, jsonable, sampled_windows, summarize, weighted_stats  # noqa: F401
 from .table import (_is_boring, format_seconds, format_si, format_value, human_bytes, print_phases,  # noqa: F401
                     print_table, print_verdict, problem_lines, short_problem, table_layout)
-from .verdict import KEY_CHANNELS, is_key_channel, verdict  # noqa: F401
+from .verdict import KEY_CHANNELS, is_key_channel, judgement, verdict  # noqa: F401
 from .units import infer_unit, unit_of  # noqa: F401

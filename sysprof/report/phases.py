@@ -23,9 +23,11 @@ by time: a 1000 B/s rate held over [0, 0.2 s) and [0.2, 0.4 s) gives a span [0.1
 (NaN, before the first sample, outside the sampling windows of a Composer trace -- see
 :func:`~sysprof.report.stats.sampled_windows`) counts for nothing; a channel with no value inside a phase is left
 out of it. The amount of a cumulative total (registry kinds ``counter``, ``counter32``, ``ticks``) is its increase:
-the step between two consecutive samples accrues evenly over the time before the later one, at most one sampling
-interval (a changes-only trace writes a total only when it changed, so the sample before can be long before), and a
-decrease is a reset (no increase); a span gets the share of each step that its time covers.
+the step between two consecutive samples accrues evenly over the time since the trace's row before the later one
+(a changes-only trace writes a total only when it changed, so the sample before can be long before; a row the
+sampler took late carries its whole gap), at least its source's interval -- one interval in a trace that does not
+list its rows -- and a decrease is a reset (no increase); a span gets the share of each step that its time
+covers.
 
 Amounts, by the channel's kind and unit (:func:`amount_rule`; the amount's unit in brackets):
 
@@ -51,13 +53,13 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .model import ReportError, Span, TraceData
 from .units import unit_of
 
 __all__ = ["ChannelPhase", "PhaseStats", "by_phase", "whole_trace", "amount_rule", "phases_json", "phases_frame",
-           "match_spans", "no_match_message", "spans_sampled_seconds", "WHOLE_TRACE"]
+           "match_spans", "no_match_message", "outside", "overlap_seconds", "WHOLE_TRACE"]
 
 #: the phase name of a trace without spans (the verdict's one phase)
 WHOLE_TRACE = "(whole trace)"
@@ -86,8 +88,9 @@ class ChannelPhase:
 @dataclass
 class PhaseStats:
     """One phase (see the module docstring): its spans' ``count``, summed ``duration_seconds``, the
-    ``wall_seconds`` of their union, the ``sampled_seconds`` of it inside the sampling windows and ``channels``
-    (sampler channel name -> :class:`ChannelPhase`)."""
+    ``wall_seconds`` of their union, the ``sampled_seconds`` of it inside the sampling windows, ``channels``
+    (sampler channel name -> :class:`ChannelPhase`) and ``union_us``, that sampled union as sorted disjoint
+    ``(start_us, end_us)`` in trace time (how phases nest: :func:`overlap_seconds`)."""
 
     name: str
     count: int
@@ -95,6 +98,7 @@ class PhaseStats:
     wall_seconds: float
     sampled_seconds: float = 0.0
     channels: Dict[str, ChannelPhase] = field(default_factory=dict)
+    union_us: List[Tuple[float, float]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def mean_seconds(self) -> float:
@@ -206,7 +210,8 @@ class _Pieces:
 class _Channel:
     """One series prepared for attribution: its pieces (times in seconds from ``origin``) and its amount rule."""
 
-    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float):
+    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float, rows):
+        """``rows``: the trace's sample times (seconds from ``origin``; empty where it does not list them)."""
         import numpy as np
 
         t = (np.asarray(t_us, dtype=np.float64) - origin_us) / 1e6
@@ -223,7 +228,14 @@ class _Channel:
         if mode == "increase" and t.size >= 2:
             step = np.diff(v)
             step = np.where(step < 0, 0.0, step)  # a reset: no increase known
-            span = np.minimum(np.diff(t), iv)
+            # a step accrues since the row before it (a row the sampler took late carries its whole gap), over at
+            # least its source's interval (a slower source steps once per reading), at most since the sample
+            # before; a trace that does not list its rows: over one interval
+            gap = np.full(t.size - 1, iv)
+            if rows.size:
+                k = np.searchsorted(rows, t[1:] - 1e-7, side="left") - 1
+                gap = np.where(k >= 0, t[1:] - rows[np.clip(k, 0, None)], gap)
+            span = np.minimum(np.diff(t), np.maximum(gap, iv))
             with np.errstate(divide="ignore", invalid="ignore"):
                 density = np.where(span > 0, step / span, np.nan)
             self.steps = _Pieces(t[1:] - span, span, density)
@@ -241,16 +253,19 @@ class _Channel:
 
 
 def _prepare(data: TraceData, channels: Optional[Callable[[str], bool]], origin_us: float):
+    import numpy as np
+
     from .names import sampler_series
 
     series, units = sampler_series(data)
     cpu_count = data.meta.get("cpu_count")
+    rows = (data.sample_ns / 1e3 - origin_us) / 1e6  # empty where the trace does not list its samples
     out = {}
     for ch, (t, v) in series.items():
         if channels is not None and not channels(ch):
             continue
         unit = unit_of(ch, units)
-        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
+        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us, rows)
     return out
 
 
@@ -276,7 +291,8 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
         lo = np.array([a for a, _ in union], dtype=np.float64)
         hi = np.array([b for _, b in union], dtype=np.float64)
         phase = PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall,
-                           sum(b - a for a, b in union))
+                           sum(b - a for a, b in union), union_us=[(origin + a * 1e6, origin + b * 1e6)
+                                                                  for a, b in union])
         for ch, c in prepared.items():
             got = c.attribute(lo, hi)
             if got is not None:
@@ -313,11 +329,38 @@ def whole_trace(data: TraceData, channels: Optional[Callable[[str], bool]] = Non
     return _attribute(data, {WHOLE_TRACE: spans}, channels)[0]
 
 
-def spans_sampled_seconds(data: TraceData) -> float:
-    """The sampled wall time (inside the sampling windows) covered by any span of the trace."""
-    if not data.spans:
-        return 0.0
-    return _attribute(data, {"": data.spans}, channels=lambda ch: False)[0].sampled_seconds
+def overlap_seconds(a: PhaseStats, b: PhaseStats) -> float:
+    """The sampled wall time two phases share (seconds): how much of ``a`` runs inside ``b``'s spans."""
+    return sum(hi - lo for lo, hi in _intersect(a.union_us, b.union_us)) / 1e6
+
+
+def _subtract(a, b):
+    """The parts of the sorted disjoint intervals ``a`` that no interval of ``b`` (sorted, disjoint) covers."""
+    out, j = [], 0
+    for lo, hi in a:
+        while j < len(b) and b[j][1] <= lo:
+            j += 1
+        k, at = j, lo
+        while k < len(b) and b[k][0] < hi:
+            if b[k][0] > at:
+                out.append((at, b[k][0]))
+            at = max(at, b[k][1])
+            k += 1
+        if at < hi:
+            out.append((at, hi))
+    return out
+
+
+def outside(data: TraceData, phases: Sequence[PhaseStats], name: str) -> Optional[PhaseStats]:
+    """The sampled time no span of ``phases`` covers, as a phase named ``name`` (its channels attributed as any
+    phase's); None where the phases cover all of it."""
+    from .stats import sampled_windows
+
+    covered = _union(iv for p in phases for iv in p.union_us)
+    rest = _subtract(_union(sampled_windows(data)), covered)
+    if not rest:
+        return None
+    return _attribute(data, {name: [Span(name, lo, hi) for lo, hi in rest]})[0]
 
 
 def phases_json(phases: Sequence[PhaseStats]) -> list:

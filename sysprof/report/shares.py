@@ -12,8 +12,10 @@ increase over it. Where a trace holds a share channel's counters, every aggregat
 * a CPU time in percent of one core (``process/``, ``process_tree/``, ``process_tree/<slot>/`` and ``cgroup/``
   ``cpu_percent``) = 100 x increase of its ``cpu_seconds_total`` (``cgroup/cpu_usage_seconds_total``) / the
   seconds the counter had a value in the span;
-* a PSI stall share (``pressure/<resource>/<some|full>_seconds_per_second``) = increase of its
-  ``_seconds_total`` / those seconds.
+* a PSI stall share (``pressure/<resource>/<some|full>_seconds_per_second``) and a process tree's run delay
+  per second (``process_tree/run_delay_seconds_per_second``) = increase of its ``_seconds_total`` / those
+  seconds; a process tree's major faults per second (``process_tree/majflt_per_second``) the same of
+  ``majflt_total``.
 
 A trace without the counters (Composer's layout, older sysprof traces) keeps the time-weighted mean.
 """
@@ -30,7 +32,9 @@ _NOT_BUSY = ("idle", "iowait")
 _CPU_SHARE = re.compile(r"cpu/(?:(\d+)/)?(percent|(\w+)_percent)")
 _PER_TIME = ((re.compile(r"(process|process_tree(?:/\d+)?)/cpu_percent"), r"\1/cpu_seconds_total", 100.0),
              (re.compile(r"cgroup/cpu_percent"), "cgroup/cpu_usage_seconds_total", 100.0),
-             (re.compile(r"(pressure/\w+/(?:some|full))_seconds_per_second"), r"\1_seconds_total", 1.0))
+             (re.compile(r"(pressure/\w+/(?:some|full)|process_tree/run_delay)_seconds_per_second"),
+              r"\1_seconds_total", 1.0),
+             (re.compile(r"process_tree/majflt_per_second"), "process_tree/majflt_total", 1.0))
 
 
 def _cpu_rule(channel: str):
@@ -56,9 +60,11 @@ def counters_of(channel: str) -> List[str]:
 
 def is_share_counter(channel: str) -> bool:
     """Whether ``channel`` is a counter some share channel is computed from."""
+    if channel == "process_tree/majflt_total":
+        return True
     return channel.endswith("_seconds_total") and (
         channel.startswith(("cpu/", "pressure/")) or channel.endswith("/cpu_seconds_total")
-        or channel == "cgroup/cpu_usage_seconds_total")
+        or channel in ("cgroup/cpu_usage_seconds_total", "process_tree/run_delay_seconds_total"))
 
 
 def counter_means(channels, increase: Mapping[str, Optional[float]],

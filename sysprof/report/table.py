@@ -383,11 +383,12 @@ def _cut(text: str, width: int) -> str:
 
 
 def print_verdict(verdict) -> None:
-    """The verdict's lines (:func:`sysprof.report.verdict.verdict`), before the table."""
+    """The verdict's lines (:func:`sysprof.report.verdict.judgement`: the job, then the phases, nested ones
+    indented under their parent), before the table."""
     out = sys.stdout
     out.write("verdict:\n")
-    for v in verdict:
-        out.write(f"  {v['text']}\n")
+    for line in verdict["lines"]:
+        out.write(f"  {line}\n")
     out.write("\n")
 
 

@@ -96,7 +96,7 @@ class SourceSpec:
     default: bool = False  # on in Sampler() and in `sysprof record` with no source flag
     follows_pid: bool = False  # reads the process given by pid (default: this one)
     needs_target: bool = False  # measures that process itself: `record` needs a command or --pid; --all only then
-    pid_default: bool = False  # on in `sysprof record --pid P` when no source flag is given
+    target_default: bool = False  # on in `sysprof record` with a command or --pid when no source flag is given
     options: Tuple[OptionSpec, ...] = field(default=())
     portable: bool = True  # the psutil/pynvml backend has a reader for it
 
@@ -231,7 +231,26 @@ def _tree_extra() -> list:
            _ch("process_tree/uss_bytes", "B", "gauge", "unique set size of the members (pages no other process maps), "
                "summed; read with pss_bytes", f"{uss} of each member", NON_NEGATIVE),
            _ch("process_tree/num_unslotted", "", "gauge", "members without a slot (summed into the totals only)",
-               "task/<tid>/children", NON_NEGATIVE)]
+               "task/<tid>/children", NON_NEGATIVE),
+           _ch("process_tree/run_delay_seconds_total", "s", "counter", "time the members' threads were runnable but "
+               "waited for a CPU (run delay), summed over the threads (at most 1024), since following began; NaN "
+               "with the psutil backend, which has no run delay", "/proc/<pid>/task/<tid>/schedstat field 2 (ns)",
+               NON_NEGATIVE),
+           _ch("process_tree/run_delay_seconds_per_second", "s/s", "rate", "run delay per second of wall time, "
+               "summed over the threads (0.6: as if one thread waited for a CPU 60 % of the time; at most the "
+               "threads), over the trailing max(interval, 20 ms)", "/proc/<pid>/task/<tid>/schedstat field 2",
+               NON_NEGATIVE),  # summed over threads: up to their number, not a share
+           _ch("process_tree/procs_blocked", "", "gauge", "members whose main thread is in uninterruptible sleep "
+               "(state D: mostly waiting for disk I/O) at the reading; its mean is the average count",
+               "/proc/<pid>/stat state", NON_NEGATIVE),
+           _ch("process_tree/procs_sleeping", "", "gauge", "members whose main thread is asleep waiting for an event "
+               "(state S: a pipe, a socket, a lock, a timer) at the reading; its mean is the average count",
+               "/proc/<pid>/stat state", NON_NEGATIVE),
+           _ch("process_tree/majflt_total", "", "counter", "major page faults of the members (pages read back from "
+               "disk), since following began; NaN with the psutil backend", "/proc/<pid>/stat majflt",
+               NON_NEGATIVE),
+           _ch("process_tree/majflt_per_second", "/s", "rate", "major page faults of the members per second, over the "
+               "trailing max(interval, 20 ms)", "/proc/<pid>/stat majflt", NON_NEGATIVE)]
     what = "the slot's member (NaN: no member)"
     out += [_ch("process_tree/<slot>/pid", "", "gauge", f"process id of {what}", "/proc/<pid>/stat pid",
                 NON_NEGATIVE),
@@ -408,12 +427,11 @@ SOURCES: Dict[str, SourceSpec] = {s.name: s for s in (
         _ch("load/procs_total", "", "gauge", "scheduling entities that exist", "loadavg field 4 (after /)",
             NON_NEGATIVE))),
     SourceSpec("process", "the followed process (RSS, CPU, threads)", "/proc/<pid>/stat",
-               _process("process", "the process", tree=False), follows_pid=True, needs_target=True,
-               pid_default=True),
+               _process("process", "the process", tree=False), follows_pid=True, needs_target=True),
     SourceSpec("process_tree", "the followed process and all its descendants (e.g. DataLoader workers), summed "
                "and per member", "/proc/<pid>/{stat,smaps_rollup,task/<tid>/children}",
                _process("process_tree", "the members", tree=True), follows_pid=True, needs_target=True,
-               options=(TREE_SLOTS,)),
+               target_default=True, options=(TREE_SLOTS,)),
     SourceSpec("pressure", "pressure stall information", "/proc/pressure/{cpu,memory,io}", _pressure(),
                portable=False),
     SourceSpec("cgroup", "memory, CPU and I/O of the process's cgroup v2", "/sys/fs/cgroup/<path>/", _cgroup(),

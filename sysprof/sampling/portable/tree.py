@@ -8,7 +8,11 @@ csrc/sources/process_tree.cpp (its header comment has the rules, which this foll
   frees its slot, which reads NaN from the next row on and is handed out at the next discovery after that row;
   members without a slot are summed and counted in ``num_unslotted``;
 * Pss and USS come from ``memory_full_info()`` (smaps_rollup on Linux), read for a new member at once and then
-  every 100 ms, staggered; unreadable (AccessDenied; no pss on this platform): NaN and one errors entry.
+  every 100 ms, staggered; unreadable (AccessDenied; no pss on this platform): NaN and one errors entry;
+* psutil has no run delay (the native source reads each thread's schedstat): ``run_delay_seconds_total`` and
+  ``run_delay_seconds_per_second`` read NaN; ``procs_blocked`` and ``procs_sleeping`` count the members whose
+  ``status()`` is ``disk-sleep`` (state D) and ``sleeping`` (S), as the native source counts the stat files' state; psutil has no major faults of a
+  process on Linux either: ``majflt_total`` and ``majflt_per_second`` read NaN.
 
 The member's command is psutil's ``name()`` (on Linux the kernel's comm, or the longer name from its cmdline
 where comm was cut at 15 bytes).
@@ -173,7 +177,7 @@ class TreeReader:
     def read(self, _t: int) -> List[float]:
         if time.monotonic_ns() >= self._next:
             self._discover(time.monotonic_ns())
-        n = threads = rss = total = unslotted = 0
+        n = threads = rss = total = unslotted = blocked = sleeping = 0
         pss = uss = 0.0
         root_live = False
         slots: List[List[float]] = [[NAN] * len(_PER_SLOT) for _ in range(self.slots)]
@@ -190,6 +194,8 @@ class TreeReader:
                 slots[m.slot][0] = float(mpid)
             if status == psutil.STATUS_ZOMBIE or mem.vms == 0:
                 continue
+            blocked += status == psutil.STATUS_DISK_SLEEP
+            sleeping += status == psutil.STATUS_SLEEPING
             cpu_ns = round((ct.user + ct.system) * 1e9)
             if m.last_cpu is not None and cpu_ns > m.last_cpu:
                 self._acc += cpu_ns - m.last_cpu
@@ -215,5 +221,6 @@ class TreeReader:
         self._state = ["free" if s == "vacated" else s for s in self._state]
         if not root_live:
             return [NAN] * len(self.channels)
-        return [float(n), float(rss), pct, total / 1e9, float(threads), pss, uss, float(unslotted)] + [
+        return [float(n), float(rss), pct, total / 1e9, float(threads), pss, uss, float(unslotted), NAN, NAN,
+                float(blocked), float(sleeping), NAN, NAN] + [
             v for row in slots for v in row]
