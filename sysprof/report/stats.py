@@ -153,7 +153,10 @@ def summarize(data: TraceData) -> dict:
     stop_errors = (data.stop or {}).get("errors")
     if isinstance(stop_errors, dict):
         errors.update(stop_errors)
+    from ..sampling.budget import own_cost
+
     return jsonable({
+        **own_cost(data.meta, data.stop or {}, duration),
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
         "backend": data.meta.get("backend"),

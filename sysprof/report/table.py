@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import sys
 
+from ..sampling.budget import summary_line
+
 __all__ = ["format_seconds", "format_si", "human_bytes", "format_value", "print_table", "print_verdict",
            "print_phases"]
 
@@ -90,6 +92,9 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
                   f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
                   f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
                   f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
+    own = summary_line(s)  # sysprof's own CPU and the budget's interval changes
+    if own:
+        out.write(f"sysprof:    {own}\n")
     if s.get("markers_dropped"):
         out.write(f"markers:    {int(s.get('markers') or 0):,} received, {int(s['markers_dropped']):,} dropped "
                   "(see problems: markers)\n" if "markers" in (s.get("errors") or {}) else
