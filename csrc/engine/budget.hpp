@@ -5,9 +5,9 @@
 // - the threads' CPU: the sampling thread's own CPU-time clock, and that of each source's helper thread (the NVML
 //   reader, process_tree's smaps reader; Source::threads_cpu_ns), read once per evaluation (every kEvalNs). A
 //   thread CPU clock is a system call on many kernels (3-6 us on a VM), so it is never read per source read;
-// - each source's cost per read: the wall time of every 4th read (a vDSO clock read where there is one), times
-//   the thread's CPU per wall second inside sample(), probed every 64th row (a preempted read's wall time is not
-//   its CPU);
+// - each source's cost per read: the wall time of its reads in every 16th row (one clock read after each: a vDSO
+//   call where there is one, a system call on some VMs), times the thread's CPU per wall second inside sample(),
+//   probed every 64th row (a preempted read's wall time is not its CPU);
 // - what no stretch reduces (the wake-up, the ring, a helper that does not follow its source's interval): the
 //   rest of the measured CPU.
 // Deciding (plan_stretch, plan_relax: pure functions of the estimates, bound for the tests):
@@ -43,7 +43,7 @@ constexpr double kRelaxBelow = 0.5;  // a relax needs the measured CPU under thi
 constexpr double kRelaxTo = 0.7;  // ... and the model after it under this one
 constexpr double kMinSourceShare = 0.2;  // the sources keep this share of the budget where the rows alone exceed it
 constexpr int64_t kMaxStretchNs = 10000000000;  // no source is stretched past 10 s (or its own interval if longer)
-constexpr unsigned kTimeEvery = 4;  // one read in 4 of each source is timed
+constexpr unsigned kTimeEvery = 16;  // the reads of one row in 16 are timed
 constexpr unsigned kProbeEvery = 64;  // one row in 64 reads the thread's CPU clock around sample()
 
 // What the planner knows: per source, its CPU per read (with its helper's work per read where the helper follows

@@ -129,6 +129,11 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
   const bool every = tick == kEvery;
   if (tick == 0)  // a new run: its first row reads every source
     for (Slot& s : slots_) s.next_due = 0;
+  // The budget's timing: on one row in budget::kTimeEvery, each read's wall time, one clock read after each (a
+  // system call where the clock has no vDSO: 0.2-0.5 us on a VM).
+  const bool timing = time_reads_ && !every && tick % budget::kTimeEvery == 0;
+  int64_t mark = timing ? mono_now_ns() : 0;
+  bool read = every;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (!every) {
@@ -142,23 +147,24 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
       fill_nan(row + s.offset, w);
       continue;
     }
-    uint64_t n = reads_[i].load(std::memory_order_relaxed);
-    reads_[i].store(n + 1, std::memory_order_relaxed);
+    read = true;
+    reads_[i].store(reads_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     current_.store(s.name, std::memory_order_relaxed);
     s.src->row_kept = keep_rows_ && tick != 0;
     s.err.clear();
-    if (time_reads_ && n % budget::kTimeEvery == 0) {
-      int64_t a = mono_now_ns();
-      s.src->sample(mono_ns, row + s.offset, s.err);
-      s.timed_ns += uint64_t(std::max<int64_t>(0, mono_now_ns() - a));
+    s.src->sample(mono_ns, row + s.offset, s.err);
+    if (timing) {
+      int64_t now = mono_now_ns();
+      s.timed_ns += uint64_t(std::max<int64_t>(0, now - mark));
       ++s.timed;
-    } else {
-      s.src->sample(mono_ns, row + s.offset, s.err);
+      mark = now;
     }
     if (__builtin_expect(!s.err.empty(), 0)) log_change(i);
   }
   current_.store(nullptr, std::memory_order_relaxed);
-  if (enforce_ && __builtin_expect(rules_.count(row) != 0, 0)) report_ranges(row);  // a last safety net: one read-only pass
+  // A last safety net: one read-only pass. A row no source read is the previous row, checked then (keep_rows_: the
+  // same buffer; otherwise every call reads at least tick 0's sources).
+  if (enforce_ && (read || !keep_rows_) && __builtin_expect(rules_.count(row) != 0, 0)) report_ranges(row);
 }
 
 // Logs a source's message if it is not the one logged last: a stuck error costs no lock. Out of line (and cold):

@@ -75,7 +75,7 @@ class Collector {
   // A new period from the next read on (the source's helper follows: Source::retime).
   void set_period(size_t i, uint64_t period);
   uint64_t reads_of(size_t i) const { return reads_[i].load(std::memory_order_relaxed); }
-  // On: one read in budget::kTimeEvery of each source is timed (wall ns), summed in timed_ns_of.
+  // On: the reads of one row in budget::kTimeEvery are timed (wall ns), summed in timed_ns_of.
   void time_reads(bool on) { time_reads_ = on; }
   uint64_t timed_of(size_t i) const { return slots_[i].timed; }
   uint64_t timed_ns_of(size_t i) const { return slots_[i].timed_ns; }
