@@ -14,6 +14,7 @@ import os
 import random
 import time
 
+import numpy as np
 import pytest
 
 import sysprof
@@ -21,6 +22,7 @@ from sysprof.sampling import budget as B
 from sysprof.sampling.sampler import native_available
 
 from cli_support import assert_one_line_error, event, run_cli
+from fake_nvml.support import MiB, fake, fake_builds  # noqa: F401 - fake_builds and fake are fixtures
 from test_sampler_fixtures import OFF, Tree
 
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native backend unavailable here")
@@ -270,6 +272,30 @@ def test_relaxed_once_well_under_and_never_below_the_start(tmp_path, monkeypatch
     assert changes_of(s) == [("memory", 0.01, 0.02, False), ("memory", 0.02, 0.01, False)]
     assert s.intervals == {"cpu": 0.01, "memory": 0.01}
     assert ", under the budget of 5 %" in s.errors["budget"]
+
+
+@needs_native
+def test_the_gpu_reader_follows_a_stretched_gpu(fake, monkeypatch):
+    """gpu at 40 ms a read (its reader's work): at 10 ms and 5 %, 128 rows (1.28 s) bring it to 0.31 ms per row. The
+    reader then reads every 1.28 s too (its deadlines are absolute and none is made up: at most one reading per
+    1.28 s, and one more), not every 10 ms; and every row has a valid reading (none older than 1.28 s + 0.25 s)."""
+    fake()
+    monkeypatch.setenv(B.TEST_COST_ENV, "gpu=40000000")
+    s = sysprof.Sampler(backend="native", interval=0.01, budget=0.05, capacity=4096, **dict(OFF, memory=True),
+                        gpu=True)
+    assert s.intervals == {"memory": 0.01, "gpu": 0.01}
+    with s:
+        wait_for(lambda: s.interval_changes, "no interval change")
+        s.drain()
+        after = time.monotonic()
+        wait_for(lambda: time.monotonic() - after > 4.0, "")
+    assert changes_of(s) == [("gpu", 0.01, 1.28, False)]
+    batch = s.drain()
+    used = batch.column("gpu/0/memory_used_bytes")
+    assert not np.isnan(used).any()
+    reading = (used - 2**30) / MiB  # the fake's reading count (tests/fake_nvml)
+    span = (int(batch.timestamps_ns[-1]) - int(batch.timestamps_ns[0])) / 1e9
+    assert 0 <= reading[-1] - reading[0] <= span / 1.28 + 2, (reading[0], reading[-1], span)
 
 
 def test_no_budget_no_change(monkeypatch):
