@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import PROG, CLIError, _import_sysprof
+from .common import PROG, CLIError, _import_sysprof, check_output_path
 
 FORMATS = ("parquet", "csv")
 _SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -52,10 +52,15 @@ def cmd_export(args) -> int:
             raise CLIError(f"output exists: {out} (use --force to overwrite)")
         if _same_file(out, args.trace):
             raise CLIError(f"output {out} is the trace itself; give another name")
+        check_output_path(out)  # before the trace is read: reading a large one takes a while
     if not os.path.exists(args.trace):
         raise CLIError(f"no such file: {args.trace}")
     try:
-        from ..frames import csv_text, parquet_bytes, read_trace
+        from ..frames import csv_text, parquet_bytes, read_trace, require_pandas, require_pyarrow
+
+        require_pandas()  # what the output needs, before the trace is read
+        if fmt == "parquet":
+            require_pyarrow()
 
         df = read_trace(args.trace, changes=getattr(args, "changes", False))
         if args.channel:

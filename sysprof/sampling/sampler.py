@@ -211,7 +211,7 @@ class Sampler:
             :mod:`sysprof.sampling.gpus`'.
         **sources: one boolean keyword per source and per source switch, an int per number option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
-            the README):
+            docs/reference.md):
 
 {sources}
 
@@ -227,7 +227,7 @@ class Sampler:
             ``budget`` that is not None or a number in (0, 1].
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
-    float64 in Prometheus base units (bytes, seconds, percent); see README.
+    float64 in Prometheus base units (bytes, seconds, percent); see docs/reference.md.
 
     Which read to use: ``drain()`` for history (every row since the last drain, oldest first);
     ``latest()`` for now (the newest row the running thread took, a copy without a syscall, well under
