@@ -173,6 +173,16 @@ def goals(results) -> List[Dict[str, Any]]:
             add(f"mark ≤ 2 µs per call on the caller's thread ({case}, native writer)", "≤ 2000 ns", net,
                 None if net is None else net <= 2000,
                 f"loop CPU per call less the empty call's ({fmt(timer)} ns), n={mk.get('n')}")
+    bu = results.get("budget")
+    if bu and "sets" in bu:
+        for b in bu["budgets"]:
+            bound = {n: r["budgets"][str(b)] for n, r in bu["sets"].items() if r["budgets"][str(b)]["binds"]}
+            worst = max(bound.items(), key=lambda kv: kv[1]["measured_over_asked"]["max"], default=None)
+            x = worst[1]["measured_over_asked"]["max"] if worst else None
+            add(f"CPU budget {100 * b:g} % holds within 25 % at 1 ms (every set it binds)", "≤ 1.25 ×", x,
+                None if x is None else x <= 1.25,
+                f"{len(bound)} of {len(bu['sets'])} sets bound; the worst: {worst[0] if worst else 'none'}; "
+                f"{bu['rounds']} rounds of {bu['seconds']:g} s each")
     return g
 
 

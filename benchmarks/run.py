@@ -38,6 +38,9 @@ Sections (issue 6):
     rundelay     process_tree's run delay: a thread's schedstat per read against stat, and its part of the tick
     prometheus   /metrics scrape latency with ~200 channels, the endpoint's fold, the sampler's cost with it
     gpu          the GPU source per device per reading on the fake NVML (the reader thread's CPU, the tick's copy)
+    budget       the CPU budget: the sampling threads' CPU at 1 ms per source set, with no budget and with each
+                 budget asked (bench_budget.py); the other sections run without a budget (SYSPROF_BUDGET=none),
+                 so that what they measure is the configuration they name
     integrations the Lightning and Hugging Face callbacks' added step time at 10 ms (the frameworks venv; built on
                  first use, so it is left out of --quick unless named with --only)
 
@@ -83,13 +86,14 @@ from bench_smaps import bench_smaps, print_smaps  # noqa: E402
 from bench_rundelay import bench_rundelay, print_rundelay  # noqa: E402
 from bench_prometheus import bench_prometheus, print_prometheus  # noqa: E402
 from bench_gpu import bench_gpu, print_gpu  # noqa: E402
+from bench_budget import bench_budget, print_budget  # noqa: E402
 from bench_integrations import DEFAULT as INTEGRATIONS_DEFAULT, QUICK_BLOCKS, bench_integrations, print_integrations  # noqa: E402
 from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
             "node", "cold", "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay",
-            "prometheus", "gpu", "integrations")
+            "prometheus", "gpu", "budget", "integrations")
 # cold compiles csrc/ and runs under valgrind; integrations trains in the frameworks venv (built on first use):
 # minutes each; run them with --only
 QUICK_LEAVES_OUT = ("cold", "integrations")
@@ -109,6 +113,7 @@ def config(quick: bool) -> Dict[str, Any]:
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
                 "smaps": {"reads": 100, "big_mib": 64}, "rundelay": {"reads": 100, "rounds": 1, "seconds": 0.3},
                 "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
+                "budget": {"budgets": [0.05], "settle": 1.5, "seconds": 1.5, "rounds": 1, "sets": ["cpu", "default set"]},
                 "integrations_blocks": QUICK_BLOCKS}
     return {"cost": (5, 2000, 300, 2000, 1.0), "interference": (9, 2.0), "timing": 5.0,
             "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0, 30, 6),
@@ -118,7 +123,8 @@ def config(quick: bool) -> Dict[str, Any]:
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
             "smaps": {"reads": 2000, "big_mib": 1024}, "rundelay": {"reads": 2000, "rounds": 5, "seconds": 2.0},
-            "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT}
+            "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT,
+            "budget": {"budgets": [0.05, 0.02], "settle": 3.0, "seconds": 4.0, "rounds": 3}}
 
 
 def _busy_ticks() -> Optional[tuple]:
@@ -166,6 +172,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     ap.add_argument("--no-table", action="store_true", help="do not print the tables")
     args = ap.parse_args(argv)
+    # Each section measures the configuration it names: the CPU budget, which would stretch a costly source's
+    # interval under load, is off unless set (the budget section asks for its own).
+    os.environ.setdefault("SYSPROF_BUDGET", "none")
 
     import sysprof
 
@@ -180,7 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
                 "writer": print_writer, "kstat": print_kstat, "node": print_node, "latest": print_latest, "cold": print_cold,
                 "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
-                "pftrace": print_pftrace, "smaps": print_smaps, "rundelay": print_rundelay, "prometheus": print_prometheus, "gpu": print_gpu, "integrations": print_integrations}
+                "pftrace": print_pftrace, "smaps": print_smaps, "rundelay": print_rundelay, "prometheus": print_prometheus,
+                "gpu": print_gpu, "budget": print_budget, "integrations": print_integrations}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
     backend = probe.backend
     del probe
@@ -210,6 +220,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "rundelay": lambda: bench_rundelay(cfg["rundelay"], sysprof),
                    "prometheus": lambda: bench_prometheus(cfg, sysprof),
                    "gpu": lambda: bench_gpu(cfg, sysprof),
+                   "budget": lambda: bench_budget(cfg["budget"], sysprof),
                    "integrations": lambda: bench_integrations(cfg, sysprof)}
         native_only = ("cost", "paced", "scaling")
         order = [s for s in SECTIONS if s in wanted]

@@ -324,18 +324,29 @@ PYBIND11_MODULE(_native, m) {
   py::class_<Sampler>(m, "NativeSampler")
       .def(py::init([](int64_t interval_ns, size_t capacity, std::vector<std::string> sources,
                        std::vector<std::string> options, int64_t pid, std::string proc_root, std::string sys_root,
-                       std::map<std::string, int64_t> intervals_ns, size_t max_ring_bytes) {
+                       std::map<std::string, int64_t> intervals_ns, size_t max_ring_bytes, double budget,
+                       std::vector<std::string> intervals_given, std::map<std::string, int64_t> budget_test_cost_ns) {
              Config c;
              c.interval_ns = interval_ns;
              c.capacity = capacity;
              c.max_ring_bytes = max_ring_bytes;
-             // Per-source intervals by name, aligned with the sources (0: the sampler's interval).
-             c.intervals_ns.assign(sources.size(), 0);
-             for (const auto& [name, ns] : intervals_ns) {
+             if (!(budget >= 0 && budget <= 1)) throw std::invalid_argument("budget must be in [0, 1] (0: none)");
+             c.budget = budget;
+             // Per-source settings by name, aligned with the sources.
+             auto place = [&sources](const std::string& name, const char* what) {
                auto at = std::find(sources.begin(), sources.end(), name);
                if (at == sources.end())
-                 throw std::invalid_argument("an interval is given for source '" + name + "', which is not sampled");
-               c.intervals_ns[size_t(at - sources.begin())] = ns;
+                 throw std::invalid_argument(std::string(what) + " is given for source '" + name +
+                                             "', which is not sampled");
+               return size_t(at - sources.begin());
+             };
+             c.intervals_ns.assign(sources.size(), 0);  // 0: the sampler's interval
+             for (const auto& [name, ns] : intervals_ns) c.intervals_ns[place(name, "an interval")] = ns;
+             c.intervals_given.assign(sources.size(), 0);
+             for (const auto& name : intervals_given) c.intervals_given[place(name, "a given interval")] = 1;
+             if (!budget_test_cost_ns.empty()) {
+               c.budget_test_cost_ns.assign(sources.size(), 0);
+               for (const auto& [name, ns] : budget_test_cost_ns) c.budget_test_cost_ns[place(name, "a test cost")] = ns;
              }
              c.sources = std::move(sources);
              c.options = std::move(options);
@@ -347,7 +358,9 @@ PYBIND11_MODULE(_native, m) {
            py::arg("interval_ns"), py::arg("capacity"), py::arg("sources"),
            py::arg("options") = std::vector<std::string>(), py::arg("pid") = -1, py::arg("proc_root") = "/proc",
            py::arg("sys_root") = "/sys", py::arg("intervals_ns") = std::map<std::string, int64_t>(),
-           py::arg("max_ring_bytes") = 0)
+           py::arg("max_ring_bytes") = 0, py::arg("budget") = 0.0,
+           py::arg("intervals_given") = std::vector<std::string>(),
+           py::arg("budget_test_cost_ns") = std::map<std::string, int64_t>())
       .def_property_readonly("channels", [](const Sampler& s) { return sysprof::py_texts(s.channels()); })
       .def_property_readonly("errors", [](const Sampler& s) { return sysprof::py_text_map(s.errors()); })
       .def_property_readonly("devices",
@@ -412,8 +425,34 @@ PYBIND11_MODULE(_native, m) {
         py::dict reads;
         for (const auto& [name, n] : st.reads) reads[sysprof::py_text(name)] = n;
         d["reads"] = reads;
+        d["cpu_seconds_total"] = st.cpu_seconds;
+        d["cpu_percent"] = 100 * st.cpu_fraction;
+        d["budget_percent"] = st.budget > 0 ? 100 * st.budget : sysprof::kNaN;
         return d;
-      });
+      })
+      .def_property_readonly("intervals_ns",
+                             [](const Sampler& s) {
+                               py::dict out;
+                               for (const auto& [name, ns] : s.intervals()) out[sysprof::py_text(name)] = ns;
+                               return out;
+                             })
+      .def_property_readonly("interval_changes",
+                             [](const Sampler& s) {
+                               py::list out;
+                               for (const auto& c : s.interval_changes()) {
+                                 py::dict d;
+                                 d["time_ns"] = c.wall_ns;
+                                 d["source"] = sysprof::py_text(c.source);
+                                 d["interval_ns"] = c.interval_ns;
+                                 d["previous_ns"] = c.previous_ns;
+                                 d["given"] = c.given;
+                                 d["cpu_percent"] = 100 * c.measured;
+                                 out.append(d);
+                               }
+                               return out;
+                             })
+      .def("_set_test_cost", &Sampler::set_test_cost, py::arg("source"), py::arg("ns"),
+           "tests: a source's fixed CPU per read for the budget (budget_test_cost_ns given)");
 
   if (PyType_Ready(&row_type) < 0) throw py::error_already_set();
   m.add_object("RowData", py::handle(reinterpret_cast<PyObject*>(&row_type)));
@@ -436,6 +475,29 @@ PYBIND11_MODULE(_native, m) {
   }
   m.def("marker_writer", &marker_writer, py::arg("ring"),
         "put(word, pack, payload) writing into a marker ring's writable mapping (sysprof/markers/ring.py)");
+
+  // Test hook for tests/test_budget.py: the budget's planner (engine/budget.hpp) on given estimates: the periods
+  // after a stretch (and whether they fit) or after one relax step.
+  m.def("_budget_plan", [](const std::string& step, double budget, int64_t interval_ns, double fixed_ns,
+                           std::vector<double> cost_ns, std::vector<uint64_t> floor, std::vector<uint64_t> cap,
+                           std::vector<uint64_t> period, std::vector<bool> given) {
+    size_t n = cost_ns.size();
+    if (floor.size() != n || cap.size() != n || period.size() != n || given.size() != n)
+      throw std::invalid_argument("one floor, cap, period and given per cost");
+    sysprof::budget::Plan p;
+    p.budget = budget, p.interval_ns = interval_ns, p.fixed_ns = fixed_ns, p.cost_ns = std::move(cost_ns);
+    p.floor = std::move(floor), p.cap = std::move(cap), p.period = std::move(period);
+    p.given.assign(given.begin(), given.end());
+    bool fits = p.cost(p.period) <= sysprof::budget::kStretchTo * budget * double(interval_ns);
+    std::vector<uint64_t> out;
+    if (step == "stretch")
+      out = sysprof::budget::plan_stretch(p, fits);
+    else if (step == "relax")
+      out = sysprof::budget::plan_relax(p);
+    else
+      throw std::invalid_argument("step: 'stretch' or 'relax'");
+    return py::make_tuple(out, fits);
+  });
 
   // Test hook for tests/test_ranges.py: (rule names, violation or None per value, enforced values).
   m.def("_check_ranges", [](const std::vector<std::string>& channels, double max_cores, std::vector<double> values) {

@@ -11,6 +11,12 @@ import sysprof
 from sysprof.profiler.trace_handler import TraceHandler
 
 
+# The CPU budget stretches a source's interval when sysprof's threads use more than 5 % of a core, which depends on the
+# machine's load: tests that count reads or compare a row with an independent reader would then depend on it. So the
+# suite runs without a budget unless a test asks for one (tests/test_budget.py); subprocesses inherit this.
+os.environ["SYSPROF_BUDGET"] = "none"
+
+
 def pytest_sessionstart(session):
     # The suite must test the installed package with its extension. Importing the source tree
     # (e.g. `python -m pytest` from the checkout puts it first on sys.path) would silently fall

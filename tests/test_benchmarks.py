@@ -17,7 +17,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat", "node",
-            "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay", "prometheus", "gpu")  # "cold", "integrations" only with --only (minutes)
+            "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay", "prometheus", "gpu", "budget")  # "cold", "integrations" only with --only (minutes)
 
 
 @pytest.fixture(scope="module")
@@ -233,6 +233,19 @@ def test_node(quick):
             # the budget never adds cost: its intervals are at least the requested ones
             assert r["budget"]["core_percent"] <= r["plain"]["core_percent"] * (1 + 1e-12)
             assert all(r["budget_periods_s"][k] >= r["periods_s"][k] for k in r["periods_s"])
+
+
+def test_budget(quick):
+    b = quick[0]["sections"]["budget"]
+    assert b["available"] and set(b["sets"]) == {"cpu", "default set"} and b["budgets"] == [0.05]
+    for r in b["sets"].values():
+        _dist_ok(r["unbudgeted"])
+        x = r["budgets"]["0.05"]
+        _dist_ok(x["measured"])
+        _dist_ok(x["measured_over_asked"])
+        assert x["ok"] in (True, False) if x["binds"] else x["ok"] is None
+        assert set(x["intervals_s"]) <= {"cpu", "memory", "disk", "net"} and x["intervals_s"]
+    assert "## CPU budget at 1 ms" in quick[1]
 
 
 def test_goals(quick):

@@ -14,18 +14,21 @@ from fake_nvml.support import NO_HOST, fake, fake_builds, needs_native  # noqa: 
 
 
 def test_gpu_interval_rule():
+    from sysprof.sampling.default_intervals import default_interval
+
     assert DEFAULT_GPU_INTERVAL_S == 0.01
-    assert with_gpu_interval(0.001, None, None, True) == {"gpu": 0.01}  # the default at 1 kHz
-    assert with_gpu_interval(0.05, None, None, True) is None  # a longer sampler interval: the sampler's
-    assert with_gpu_interval(0.001, {"cpu": 0.002}, None, False) == {"cpu": 0.002}  # no gpu: untouched
-    assert with_gpu_interval(0.001, {"gpu": 0.004}, None, True) == {"gpu": 0.004}  # intervals["gpu"] wins
-    assert with_gpu_interval(0.001, {"cpu": 0.002}, 0.02, True) == {"cpu": 0.002, "gpu": 0.02}
-    assert with_gpu_interval(0.001, {"gpu": 0.02}, 0.02, True) == {"gpu": 0.02}  # the same twice: fine
+    assert default_interval("gpu", 0.001) == 0.01  # the default at 1 kHz
+    assert default_interval("gpu", 0.05) == 0.05  # a longer sampler interval: the sampler's
+    assert with_gpu_interval(None, None) is None  # no gpu_interval: the default applies (not the user's)
+    assert with_gpu_interval({"cpu": 0.002}, None) == {"cpu": 0.002}  # untouched
+    assert with_gpu_interval({"gpu": 0.004}, None) == {"gpu": 0.004}  # intervals["gpu"] stays
+    assert with_gpu_interval({"cpu": 0.002}, 0.02) == {"cpu": 0.002, "gpu": 0.02}
+    assert with_gpu_interval({"gpu": 0.02}, 0.02) == {"gpu": 0.02}  # the same twice: fine
     with pytest.raises(ValueError, match=r"gpu_interval=0.02 and intervals\['gpu'\]=0.01 disagree"):
-        with_gpu_interval(0.001, {"gpu": 0.01}, 0.02, True)
+        with_gpu_interval({"gpu": 0.01}, 0.02)
     for bad in ("10ms", True, math.nan):
         with pytest.raises(ValueError, match="gpu_interval must be a number of seconds"):
-            with_gpu_interval(0.001, None, bad, True)
+            with_gpu_interval(None, bad)
 
 
 @needs_native

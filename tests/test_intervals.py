@@ -79,16 +79,25 @@ def load_rows(batch):
 @needs_native
 def test_intervals_are_rounded_to_whole_intervals_and_listed_per_source(tmp_path):
     tree = Tree("full", tmp_path)
-    s = fixture_sampler(tree, interval=0.003, cpu=True, load=True, memory=True,
+    s = fixture_sampler(tree, interval=0.003, cpu=True, load=True, memory=True, net=True,
                         intervals={"load": 0.01, "memory": 0.0105})
-    # 0.01 / 0.003 = 3.33 -> 3 intervals; 0.0105 / 0.003 = 3.5 -> 4 (half up); cpu not named -> 1
-    assert s.intervals == {"cpu": 0.003, "memory": pytest.approx(0.012, rel=1e-12),
-                           "load": pytest.approx(0.009, rel=1e-12)}
-    assert s.stats["reads"] == {"cpu": 0, "memory": 0, "load": 0}  # construction and sample() are not counted
+    # 0.01 / 0.003 = 3.33 -> 3 intervals; 0.0105 / 0.003 = 3.5 -> 4 (half up); net not named -> 1; cpu not named:
+    # its default, max(interval, 1/USER_HZ) = 10 ms here (sysprof/sampling/default_intervals.py) -> 3 intervals
+    assert os.sysconf("SC_CLK_TCK") == 100  # USER_HZ, as on nearly every distribution
+    assert s.intervals == {"cpu": pytest.approx(0.009, rel=1e-12), "memory": pytest.approx(0.012, rel=1e-12),
+                           "net": 0.003, "load": pytest.approx(0.009, rel=1e-12)}
+    assert s.stats["reads"] == {"cpu": 0, "memory": 0, "net": 0, "load": 0}  # construction, sample(): not counted
     s.sample()
-    assert s.stats["reads"] == {"cpu": 0, "memory": 0, "load": 0}
+    assert s.stats["reads"] == {"cpu": 0, "memory": 0, "net": 0, "load": 0}
     assert fixture_sampler(tree, interval=0.001, load=True, intervals={"load": 0.001}).intervals == {"load": 0.001}
     assert fixture_sampler(tree, load=True, intervals=None).intervals == {"load": 0.001}
+    # cpu: 10 ms by default at 1 ms, the interval where that is longer, and what is given where given
+    assert fixture_sampler(tree, cpu=True).intervals == {"cpu": 0.01}
+    assert fixture_sampler(tree, cpu=True, interval=0.02).intervals == {"cpu": 0.02}
+    assert fixture_sampler(tree, cpu=True, intervals={"cpu": 0.001}).intervals == {"cpu": 0.001}
+    # a library's defaults: where the user's intervals do not name the source
+    assert fixture_sampler(tree, cpu=True, load=True, default_intervals={"cpu": 0.002, "load": 0.05, "net": 1.0},
+                           intervals={"load": 0.004}).intervals == {"cpu": 0.002, "load": 0.004}
 
 
 @pytest.mark.parametrize("backend", ["native", "psutil"])
@@ -145,7 +154,7 @@ def check_run(rows, first, later, reads_in_run):
 @needs_native
 def test_slow_source_repeats_its_values_between_start_and_stop(tmp_path):
     tree = Tree("full", tmp_path)
-    s = fixture_sampler(tree, cpu=True, load=True, intervals={"load": HOUR})
+    s = fixture_sampler(tree, memory=True, load=True, intervals={"load": HOUR})
     taken = 0
     for later, later_values, first in ((LOAD_V2, LOAD_V2_VALUES, LOAD_V1), (LOAD_V3, LOAD_V3_VALUES, LOAD_V2_VALUES)):
         reads_before = s.stats["reads"]["load"]
@@ -160,8 +169,8 @@ def test_slow_source_repeats_its_values_between_start_and_stop(tmp_path):
         # the first row after start() read the file as it was then; the others repeat it, but the row at stop()
         # (when there is one: none if a row was taken just before) reads every source
         check_run(load_rows(batch), first, later_values, st["reads"]["load"] - reads_before)
-        assert st["reads"]["cpu"] == taken  # at the sampler's interval: every row
-    assert st["dropped"] == 0 and set(st["reads"]) == {"cpu", "load"}
+        assert st["reads"]["memory"] == taken  # at the sampler's interval: every row
+    assert st["dropped"] == 0 and set(st["reads"]) == {"memory", "load"}
 
 
 @needs_native
@@ -218,7 +227,7 @@ def check_schedule(s, k, n_rows):
 @needs_live_native
 def test_native_schedule_reads_a_source_every_k_ticks():
     s = sysprof.Sampler(backend="native", interval=0.002, **dict(OFF, cpu=True, process=True),
-                        intervals={"process": 0.01}, capacity=4096)
+                        intervals={"process": 0.01, "cpu": 0.002}, capacity=4096)
     assert s.intervals == {"cpu": 0.002, "process": 0.01}
     check_schedule(s, 5, 100)
     check_schedule(s, 5, 50)  # a second run starts its grid again: its first row reads
@@ -226,7 +235,7 @@ def test_native_schedule_reads_a_source_every_k_ticks():
 
 def test_psutil_schedule_reads_a_source_every_k_ticks():
     s = sysprof.Sampler(backend="psutil", interval=0.005, **dict(OFF, cpu=True, process=True),
-                        intervals={"process": 0.02}, capacity=4096)
+                        intervals={"process": 0.02, "cpu": 0.005}, capacity=4096)
     assert s.intervals == {"cpu": 0.005, "process": 0.02}
     check_schedule(s, 4, 40)
 
@@ -234,7 +243,8 @@ def test_psutil_schedule_reads_a_source_every_k_ticks():
 def test_psutil_schedule_tick_by_tick():
     """The grid, deterministically: the source of period 4 is read at the first tick at or after each multiple of 4;
     a not-due source's slice is the previous row's, exactly; tick 0 (a new run) and None (stop, sample()) read all."""
-    s = sysprof.Sampler(backend="psutil", interval=0.001, **dict(OFF, cpu=True, load=True), intervals={"load": 0.004})
+    s = sysprof.Sampler(backend="psutil", interval=0.001, **dict(OFF, cpu=True, load=True),
+                        intervals={"load": 0.004, "cpu": 0.001})
     impl = s._impl
     cpu_w = sum(1 for c in s.channels if c.startswith("cpu/"))
     width = len(s.channels)
@@ -273,7 +283,8 @@ def test_psutil_schedule_tick_by_tick():
 @needs_native
 def test_gpu_interval_native(fake):
     fake()
-    s = sysprof.Sampler(backend="native", interval=0.001, **dict(OFF, cpu=True), gpu=True, intervals={"gpu": 0.01})
+    s = sysprof.Sampler(backend="native", interval=0.001, **dict(OFF, cpu=True), gpu=True,
+                        intervals={"gpu": 0.01, "cpu": 0.001})
     assert s.intervals == {"cpu": 0.001, "gpu": 0.01}
     with s:
         wait_taken(s, 100)
@@ -308,13 +319,15 @@ def test_cli_has_an_interval_flag_per_registry_source():
 
 def test_cli_record_with_a_source_interval(tmp_path):
     trace = tmp_path / "t.json"
-    proc = run_cli("record", "-q", "-o", trace, "-i", "2ms", "--cpu", "--load", "--interval-load", "1h",
+    proc = run_cli("record", "-q", "-o", trace, "-i", "2ms", "--cpu", "--memory", "--load", "--interval-load", "1h",
                    "-d", "0.2")
     assert proc.returncode == 0, proc.stderr
     events = json.loads(trace.read_text())
-    assert event(events, "sysprof start")["args"]["intervals_s"] == {"cpu": 0.002, "load": 3600.0}
+    # cpu at its default (10 ms: /proc/stat's USER_HZ ticks), memory at -i, load as given
+    assert event(events, "sysprof start")["args"]["intervals_s"] == {"cpu": 0.01, "memory": 0.002, "load": 3600.0}
     st = event(events, "sysprof stop")["args"]["stats"]
-    assert st["reads"]["cpu"] == st["taken"] and st["reads"]["load"] in (1, 2)  # at start, and maybe at stop
+    assert st["reads"]["memory"] == st["taken"] and st["reads"]["load"] in (1, 2)  # at start, and maybe at stop
+    assert st["reads"]["cpu"] <= (st["taken"] + st["missed_deadlines"] - 1) // 5 + 2  # every 5th tick, and at stop
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -96,6 +96,8 @@ def test_fixture_tree_scraped_exactly(tree):
     assert fams["sysprof_cpu_busy_ratio_samples"][0] == "histogram"
     rows = one(fams, "sysprof_sampler_rows_total")
     assert rows >= 1 and one(fams, "sysprof_sampler_interval_seconds") == 0.005
+    cpu = one(fams, "sysprof_sampler_cpu_seconds_total")  # the threads' CPU: counted every 0.25 s, within this process's
+    assert 0 <= cpu <= time.process_time()
 
 
 @needs_native

@@ -76,11 +76,13 @@ Collector::Collector(const Config& cfg, std::vector<std::string>& channels, Erro
     }
     if (!err.empty()) log.set(src->name(), err);  // usable, with a warning (e.g. a skipped line)
     slots_.push_back(Slot{std::move(src), width_, periods[i], {}});
+    slots_.back().config_index = i;
     last_logged_.push_back(err);
     slots_.back().name = slots_.back().src->name();
     width_ += slots_.back().src->width();
   }
   reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
+  publish_periods(cfg.interval_ns);
   names_.assign(channels.begin() + long(first), channels.end());
   rules_ = RangeRules(names_, online_cpus(cfg));
   range_logged_.assign(width_, 0);
@@ -100,15 +102,38 @@ Collector::Collector(const Collector& other, const Config& cfg, ErrorLog& log)
     slots_.push_back(Slot{std::move(src), width_, s.period, {}});
     last_logged_.emplace_back();
     slots_.back().name = s.name;
+    slots_.back().config_index = s.config_index;
     width_ += s.src->width();
   }
   reads_.reset(new std::atomic<uint64_t>[slots_.size()]());
+  publish_periods(cfg.interval_ns);
+}
+
+void Collector::publish_periods(int64_t interval_ns) {
+  interval_ns_ = interval_ns;
+  periods_.reset(new std::atomic<uint64_t>[slots_.size()]());
+  for (size_t i = 0; i < slots_.size(); ++i) periods_[i].store(slots_[i].period, std::memory_order_relaxed);
+}
+
+void Collector::set_period(size_t i, uint64_t period) {
+  Slot& s = slots_[i];
+  if (period < 1 || period == s.period) return;
+  // The read already due stays where it is; the ones after it follow the new period (the grid of multiples of
+  // the period, as at the start, from the next read on).
+  s.period = period;
+  periods_[i].store(period, std::memory_order_relaxed);
+  if (s.src) s.src->retime(int64_t(period) * interval_ns_);
 }
 
 void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
   const bool every = tick == kEvery;
   if (tick == 0)  // a new run: its first row reads every source
     for (Slot& s : slots_) s.next_due = 0;
+  // The budget's timing: on one row in budget::kTimeEvery, each read's wall time, one clock read after each (a
+  // system call where the clock has no vDSO: 0.2-0.5 us on a VM).
+  const bool timing = time_reads_ && !every && tick % budget::kTimeEvery == 0;
+  int64_t mark = timing ? mono_now_ns() : 0;
+  bool read = every;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (!every) {
@@ -122,15 +147,24 @@ void Collector::sample(int64_t mono_ns, double* row, uint64_t tick) {
       fill_nan(row + s.offset, w);
       continue;
     }
+    read = true;
     reads_[i].store(reads_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     current_.store(s.name, std::memory_order_relaxed);
     s.src->row_kept = keep_rows_ && tick != 0;
     s.err.clear();
     s.src->sample(mono_ns, row + s.offset, s.err);
+    if (timing) {
+      int64_t now = mono_now_ns();
+      s.timed_ns += uint64_t(std::max<int64_t>(0, now - mark));
+      ++s.timed;
+      mark = now;
+    }
     if (__builtin_expect(!s.err.empty(), 0)) log_change(i);
   }
   current_.store(nullptr, std::memory_order_relaxed);
-  if (enforce_ && __builtin_expect(rules_.count(row) != 0, 0)) report_ranges(row);  // a last safety net: one read-only pass
+  // A last safety net: one read-only pass. A row no source read is the previous row, checked then (keep_rows_: the
+  // same buffer; otherwise every call reads at least tick 0's sources).
+  if (enforce_ && (read || !keep_rows_) && __builtin_expect(rules_.count(row) != 0, 0)) report_ranges(row);
 }
 
 // Logs a source's message if it is not the one logged last: a stuck error costs no lock. Out of line (and cold):
@@ -174,6 +208,13 @@ std::vector<std::pair<std::string, uint64_t>> Collector::reads() const {
   std::vector<std::pair<std::string, uint64_t>> out;
   for (size_t i = 0; i < slots_.size(); ++i)
     if (slots_[i].src) out.emplace_back(slots_[i].src->name(), reads_[i].load(std::memory_order_relaxed));
+  return out;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Collector::periods() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].src) out.emplace_back(slots_[i].name, periods_[i].load(std::memory_order_relaxed));
   return out;
 }
 
@@ -369,7 +410,25 @@ Sampler::Stats Sampler::stats() const {
                c.cost.mean(),
                c.cost.quantile(0.99),
                c.cost.max(),
-               c.collector.reads()};
+               c.collector.reads(),
+               c.budget.cpu_seconds(),
+               c.budget.cpu_fraction(),
+               c.budget.budget()};
+}
+
+std::vector<std::pair<std::string, int64_t>> Sampler::intervals() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [name, period] : core_->collector.periods())
+    out.emplace_back(name, int64_t(period) * core_->cfg.interval_ns);
+  return out;
+}
+
+bool Sampler::set_test_cost(const std::string& name, int64_t ns) {
+  const auto& names = core_->cfg.sources;
+  auto at = std::find(names.begin(), names.end(), name);
+  if (at == names.end()) return false;
+  core_->budget.set_test_cost(size_t(at - names.begin()), ns);
+  return true;
 }
 
 void Sampler::wake(Core& c) {
@@ -436,13 +495,19 @@ void Sampler::run(Core& c) {
   // the previous stop). stop() adds a last row, so even a run shorter than one interval has both ends.
   int64_t next = mono_now_ns(), last = 0, last_wall = 0, t1 = next;
   uint64_t tick = 0;  // deadline number since start (skipped deadlines counted): the sources' due grid
+  const bool probing = c.budget.timing();
+  c.budget.start(c.collector, next);
   for (;;) {
     // Absolute deadlines: the period stays `interval` whatever each sample costs.
     bool stopping = sleep_until(c, next, t1);
     int64_t t0 = mono_now_ns();
     if (stopping && last && t0 - last < std::min<int64_t>(interval / 2, 1000000)) break;  // a row just taken
     int64_t wall = wall_now_ns();
+    // The budget's probe: the thread's CPU inside sample(), one row in budget::kProbeEvery.
+    bool probe = probing && budget::Controller::probe_row(tick);
+    int64_t cpu0 = probe ? budget::Controller::thread_cpu_ns() : 0;
     c.collector.sample(t0, c.row.data(), stopping ? Collector::kEvery : tick);
+    if (probe) c.budget.probe(budget::Controller::thread_cpu_ns() - cpu0, mono_now_ns() - t0);
     c.ring.push(wall, c.row.data());
     c.latest.offer(t0, wall, c.row.data(), stopping || tick == 0);
     last_wall = wall;
@@ -450,6 +515,7 @@ void Sampler::run(Core& c) {
     c.cost.record(uint64_t(t1 - t0));
     last = t0;
     if (stopping) break;
+    c.budget.tick(c.collector, c.log, t1);
     next += interval;
     ++tick;
     if (t1 >= next) {  // overran (slow sample or late wake-up): skip the passed deadlines, no burst
@@ -459,6 +525,7 @@ void Sampler::run(Core& c) {
       tick += uint64_t(skipped);
     }
   }
+  c.budget.finish(c.collector, c.log, mono_now_ns());  // the run's last CPU counted
   c.latest.settle(last_wall, c.row.data());  // the last row taken, if offer() left it out: latest() after stop
 }
 

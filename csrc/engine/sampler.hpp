@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/budget.hpp"
 #include "engine/latest.hpp"
 #include "engine/ranges.hpp"
 #include "engine/ring.hpp"
@@ -62,6 +63,24 @@ class Collector {
   std::vector<std::map<std::string, std::string>> devices() const;
   // (source name, times sample() read it), in row order, for the sources that opened; any thread.
   std::vector<std::pair<std::string, uint64_t>> reads() const;
+  // (source name, its period in intervals now), in row order; any thread.
+  std::vector<std::pair<std::string, uint64_t>> periods() const;
+
+  // For the budget (engine/budget.hpp), slot by slot (the sources that opened, in row order); the thread that
+  // calls sample() unless said otherwise.
+  size_t size() const { return slots_.size(); }
+  const char* slot_name(size_t i) const { return slots_[i].name; }
+  size_t config_index(size_t i) const { return slots_[i].config_index; }  // its place in Config::sources
+  uint64_t period(size_t i) const { return slots_[i].period; }
+  // A new period from the next read on (the source's helper follows: Source::retime).
+  void set_period(size_t i, uint64_t period);
+  uint64_t reads_of(size_t i) const { return reads_[i].load(std::memory_order_relaxed); }
+  // On: the reads of one row in budget::kTimeEvery are timed (wall ns), summed in timed_ns_of.
+  void time_reads(bool on) { time_reads_ = on; }
+  uint64_t timed_of(size_t i) const { return slots_[i].timed; }
+  uint64_t timed_ns_of(size_t i) const { return slots_[i].timed_ns; }
+  int64_t helper_cpu_ns(size_t i) const { return slots_[i].src ? slots_[i].src->helper_cpu_ns() : 0; }
+  bool helper_follows(size_t i) const { return slots_[i].src && slots_[i].src->helper_follows(); }
 
  private:
   struct Slot {
@@ -71,13 +90,19 @@ class Collector {
     std::string err;  // reused buffer: repeated errors do not allocate
     uint64_t next_due = 0;  // the tick of its next read
     const char* name = nullptr;  // src->name(), kept here: no virtual call per tick
-  };  // what every tick reads, 72 bytes a source; the last message logged is apart (last_logged_)
+    size_t config_index = 0;  // its place in Config::sources
+    uint64_t timed = 0, timed_ns = 0;  // the reads timed for the budget, and their wall time
+  };  // what every tick reads, 96 bytes a source; the last message logged is apart (last_logged_)
   static uint64_t period_of(const Config& cfg, size_t i);
+  void publish_periods(int64_t interval_ns);
   __attribute__((cold, noinline)) void log_change(size_t i);
   __attribute__((cold, noinline)) void report_ranges(double* row);
   std::vector<Slot> slots_;
   std::vector<std::string> last_logged_;  // per slot: its message last logged (a repeat is not logged again)
   std::unique_ptr<std::atomic<uint64_t>[]> reads_;  // per slot; one writer (the sampling thread)
+  std::unique_ptr<std::atomic<uint64_t>[]> periods_;  // per slot, its period, for other threads
+  int64_t interval_ns_ = 1;
+  bool time_reads_ = false;
   size_t width_ = 0;
   ErrorLog* log_;
   RangeRules rules_;
@@ -154,8 +179,20 @@ class Sampler {
     uint64_t taken, dropped, drained, buffered, missed_deadlines;
     double sample_ns_mean, sample_ns_p99, sample_ns_max;
     std::vector<std::pair<std::string, uint64_t>> reads;  // per source: the thread's reads (Collector::reads)
+    // The CPU of sysprof's sampling threads (the sampling thread and the sources' helpers) while running, and its
+    // share of one core over the last second as of the latest evaluation (NaN before the first); the budget
+    // (0: none).
+    double cpu_seconds, cpu_fraction, budget;
   };
   Stats stats() const;
+  // Each source's interval now (ns), in row order: the budget may have changed them.
+  std::vector<std::pair<std::string, int64_t>> intervals() const;
+  // Every change the budget made, oldest first (at most 4096).
+  std::vector<budget::Change> interval_changes() const {
+    return inherited() ? std::vector<budget::Change>{} : core_->budget.changes();  // its lock may be held in a child
+  }
+  // Tests (Config::budget_test_cost_ns set): source `name`'s fixed CPU per read from now on. False: no such source.
+  bool set_test_cost(const std::string& name, int64_t ns);
 
  private:
   // Everything the sampling thread touches. Shared with the thread, so that a thread abandoned by
@@ -163,8 +200,14 @@ class Sampler {
   struct Core {
     Core(const Config& c, std::vector<std::string>& channels)
         : cfg(c), collector(cfg, channels, log), ring(ring_rows(c, collector.width()), collector.width()),
-          row(collector.width()) {
+          row(collector.width()), budget(c.budget, c.interval_ns, given(c), c.budget_test_cost_ns) {
       collector.keep_rows(true);  // the thread passes `row` to every call
+      collector.time_reads(budget.timing());
+    }
+    static std::vector<char> given(const Config& c) {
+      std::vector<char> g(c.sources.size(), 0);
+      for (size_t i = 0; i < c.intervals_given.size() && i < g.size(); ++i) g[i] = c.intervals_given[i];
+      return g;
     }
     // cfg.capacity rows, or fewer where they would take more than cfg.max_ring_bytes (never under 2).
     static size_t ring_rows(const Config& c, size_t width) {
@@ -187,6 +230,7 @@ class Sampler {
     bool done = true;
     std::atomic<uint64_t> missed{0};
     CostHistogram cost;
+    budget::Controller budget;  // the thread's CPU and the sources' intervals under the budget
   };
   static void run(Core& c);
   // Sleeps until the absolute CLOCK_MONOTONIC time deadline_ns or stop; true when stopping. now_ns: the caller's

@@ -14,6 +14,7 @@
 //   the reader nor the XID thread begins a new call but the releases (GPM samples, the event set,
 //   nvmlShutdown): the call in flight then is the last that asks the driver anything.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
@@ -88,6 +89,11 @@ class Reader final : public Calls {
   std::string blocked_message(int64_t now, const char* tail) const;
 
   void want(int64_t mono_ns);  // the sampler thread wants readings (wakes an idle reader)
+  // Reads every interval_ns from its next reading on (the sampler's budget stretched or relaxed the gpu source).
+  void set_interval(int64_t interval_ns) {
+    interval_.store(std::max<int64_t>(interval_ns, 1));
+    keep_.store(2 * interval_.load() + kLateNs);
+  }
   void request(int64_t since);  // a reading begun at or after `since`, waited for (bounded)
   bool copy(double* out, int64_t& t) const { return published_.copy(out, t); }
   bool stop(int64_t wait_ns);  // lets the reader go; true: it ended within wait_ns
@@ -118,7 +124,7 @@ class Reader final : public Calls {
   bool wait_turn(std::unique_lock<std::mutex>& lk, int64_t now, int64_t next);
   void read_all(int64_t now);
 
-  const int64_t interval_, keep_;
+  std::atomic<int64_t> interval_, keep_;  // set_interval() may change them
   const Selection sel_;
   Library lib_;
   std::vector<Gpu> gpus_;

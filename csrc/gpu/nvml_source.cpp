@@ -13,6 +13,9 @@
 // - The last owner stops the reader and waits at most kExitWaitNs (0 while a call is blocked), then
 //   abandons it; the reader shuts NVML down itself once its last call returned.
 // What is read per device, and how refusals and lost devices are handled: csrc/gpu/nvml_query.hpp.
+#include <pthread.h>
+
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -31,6 +34,9 @@ struct ReaderOwner {
   std::unique_ptr<std::thread> thread;
   uint64_t generation = fork_generation();
   int64_t wait_ns = kExitWaitNs;
+  clockid_t cpu_clock{};  // the reader thread's CPU-time clock (the budget's measure)
+  bool have_clock = false;
+  mutable std::atomic<int64_t> cpu_ns{0};  // its latest reading (kept once the thread has ended)
 
   ~ReaderOwner() {
     if (!thread) return;
@@ -55,6 +61,7 @@ class NvmlSource final : public Source {
     std::shared_ptr<Reader> r = owner->reader;
     try {
       owner->thread.reset(new std::thread([r] { r->main(); }));
+      owner->have_clock = pthread_getcpuclockid(owner->thread->native_handle(), &owner->cpu_clock) == 0;
     } catch (const std::exception& e) {
       err = std::string("GPU reader thread not started: ") + e.what();
       return false;
@@ -117,6 +124,20 @@ class NvmlSource final : public Source {
 
   std::vector<std::map<std::string, std::string>> devices() const override {
     return r_ ? r_->devices() : std::vector<std::map<std::string, std::string>>{};
+  }
+
+  // The budget (engine/budget.hpp): the reader thread's CPU, and its interval following the source's.
+  int64_t helper_cpu_ns() const override {
+    if (!owner_ || !owner_->have_clock || sync_) return 0;  // a clone's reader is the original's: counted there
+    int64_t ns = cpu_clock_ns(owner_->cpu_clock, owner_->cpu_ns.load(std::memory_order_relaxed));
+    owner_->cpu_ns.store(ns, std::memory_order_relaxed);
+    return ns;
+  }
+  bool helper_follows() const override { return true; }
+  void retime(int64_t interval_ns) override {
+    if (!r_) return;
+    r_->set_interval(interval_ns);
+    late_ns_ = interval_ns + kLateNs;
   }
 
  private:

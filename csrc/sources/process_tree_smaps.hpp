@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -38,7 +39,10 @@ class SmapsReader {
   static constexpr int kBudget = 20;                 // ... or 20 passes' time, where a pass takes over 5 ms
 
   SmapsReader(std::string proc_root, bool threaded) : root_(std::move(proc_root)), threaded_(threaded) {
-    if (threaded_) worker_ = std::thread([this] { run(); });
+    if (threaded_) {
+      worker_ = std::thread([this] { run(); });
+      have_clock_ = pthread_getcpuclockid(worker_.native_handle(), &clock_) == 0;
+    }
   }
   ~SmapsReader() {
     if (!threaded_) return;
@@ -79,6 +83,14 @@ class SmapsReader {
       cv_.notify_one();
     }
     return true;
+  }
+
+  // The helper thread's CPU time (ns; 0: none), for the budget (engine/budget.hpp); any thread.
+  int64_t cpu_ns() const {
+    if (!have_clock_) return 0;
+    int64_t ns = cpu_clock_ns(clock_, cpu_ns_.load(std::memory_order_relaxed));
+    cpu_ns_.store(ns, std::memory_order_relaxed);
+    return ns;
   }
 
   // Sampling thread, once per row: the helper thread's full passes run only while rows are taken (a stopped
@@ -153,6 +165,9 @@ class SmapsReader {
   bool stop_ = false, pending_ = false;  // guarded by mu_
   std::atomic<int64_t> last_use_ns_{0};
   std::thread worker_;
+  clockid_t clock_{};
+  bool have_clock_ = false;
+  mutable std::atomic<int64_t> cpu_ns_{0};
 };
 
 }  // namespace sysprof

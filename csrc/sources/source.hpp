@@ -26,6 +26,12 @@ struct Config {
   // due at a tick keeps its slice of the previous row (engine/Collector). A source's open() and
   // clone() see its own (rounded) interval as interval_ns.
   std::vector<int64_t> intervals_ns;
+  // Per source, aligned with `sources`: 1 where the user gave its interval (the budget stretches it last).
+  std::vector<char> intervals_given;
+  // The CPU budget of sysprof's sampling threads, a fraction of one core (engine/budget.hpp); 0: none.
+  double budget = 0;
+  // Tests: per source, a fixed CPU per read (ns) the budget decides by instead of what it measures; empty: measured.
+  std::vector<int64_t> budget_test_cost_ns;
   // Boolean options of the sources that are on (e.g. "per_cpu").
   std::vector<std::string> options;
   bool option(const char* name) const {
@@ -58,6 +64,14 @@ class Source {
   virtual std::vector<std::map<std::string, std::string>> devices() const { return {}; }
   // Called before the sampler thread is joined (e.g. to stop waiting on a hung driver call).
   virtual void shutdown() {}
+  // The CPU time (ns) of the threads this source runs besides the sampling thread (the NVML reader, process_tree's
+  // smaps reader), for the budget (engine/budget.hpp); 0: none. Any thread.
+  virtual int64_t helper_cpu_ns() const { return 0; }
+  // Whether that helper reads at the source's interval, following retime(): its work then shrinks as the interval
+  // grows. Otherwise the budget counts it as a cost no interval reduces.
+  virtual bool helper_follows() const { return false; }
+  // The source's interval is now interval_ns (the budget stretched or relaxed it); the sampling thread.
+  virtual void retime(int64_t interval_ns) { (void)interval_ns; }
 
  protected:
   size_t width_ = 0;
@@ -69,6 +83,12 @@ inline int64_t clock_ns(clockid_t id) {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 inline int64_t mono_now_ns() { return clock_ns(CLOCK_MONOTONIC); }
+// A thread's CPU time (pthread_getcpuclockid's clock), or `otherwise` where it cannot be read (the thread ended).
+inline int64_t cpu_clock_ns(clockid_t id, int64_t otherwise) {
+  timespec ts;
+  if (clock_gettime(id, &ts) != 0) return otherwise;
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 inline int64_t wall_now_ns() { return clock_ns(CLOCK_REALTIME); }
 
 // Online CPUs: <sys_root>/devices/system/cpu/online when readable, else the cpuN lines of

@@ -114,7 +114,7 @@ def cmd_record(args) -> int:
 
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
                   capacity=args.capacity if args.capacity is not None else _default_capacity(args.interval),
-                  devices=devices, gpus=gpus_from_args(args))
+                  devices=devices, gpus=gpus_from_args(args), budget=args.budget)
     asked = requested(sources)
     followed = [name for name in asked if name in target_sources()]
     follow_child = bool(followed) and bool(command)
@@ -286,6 +286,8 @@ class _Recording:
         from ..sampling.gpu_refresh import ChangeTracker, StartRefresh
         self.refresh = ChangeTracker(channels)  # each GPU channel's refresh period as recorded: the stop event's
         self.start_refresh = StartRefresh(self.sampler)  # ... and as measured at start (0.25 s at 1 ms, own thread)
+        from ..sampling.budget import ChangeEvents
+        self.interval_events = ChangeEvents(self.sampler, lambda t_ns: self.builder.ts(t_ns), self.my_pid)
         from ..sampling.gpu_samples import SampleEvents
         self.driver_samples = SampleEvents(lambda t_ns: self.builder.ts(t_ns), self.my_pid) if any(
             c.startswith("gpu/") for c in channels) else None  # the driver's buffered samples, at their own times
@@ -333,6 +335,7 @@ class _Recording:
             "recorder_pid": my_pid,
             "interval_s": sampler.interval,
             "intervals_s": dict(getattr(sampler, "intervals", {})),
+            "budget": getattr(sampler, "budget", None),
             "capacity": getattr(sampler, "capacity", None),
             "backend": getattr(sampler, "backend", None),
             "channels": list(channels),
@@ -421,6 +424,11 @@ class _Recording:
             xids.append(instant_event(REFRESH_EVENT, self._ts(at), self.my_pid, measured))
         if self.driver_samples is not None:
             xids = list(heapq.merge(xids, self.driver_samples.events(self.sampler.drain_gpu_samples()), key=_event_ts))
+        changed = self.interval_events.events()  # the budget's interval changes, at their times
+        if changed:
+            xids = list(heapq.merge(xids, changed, key=_event_ts))
+            self.status.clear()
+            _warn(f"budget: {self.sampler.errors.get('budget', 'intervals changed')}", self.quiet)
         if xids:
             events = heapq.merge(events, xids, key=_event_ts)
         if stop_ns is not None:
@@ -514,6 +522,8 @@ class _Recording:
             stop_args["gpu_refresh_s"] = self.refresh.periods()
         if self.builder is not None and self.driver_samples is not None:
             stop_args["gpu_samples"] = self.driver_samples.summary()
+        stop_args["intervals_s"] = dict(getattr(sampler, "intervals", {}))  # as they ended (the budget's changes)
+        stop_args["interval_changes"] = self.interval_events.all() if self.builder is not None else []
         members = self._guard(getattr, sampler, "members", None)
         if members:  # process_tree: who held which slot when (Sampler.members)
             stop_args["process_tree_members"] = members
@@ -540,7 +550,7 @@ class _Recording:
         self._end_file(next_part=parts.path(parts.index + 1))
         if self.failure is not None:
             return
-        self.part_base = ({k: self.stats[k] for k in COUNTED_STATS if k in self.stats}, self.builder.rows)
+        self.part_base = ({k: self.stats[k] for k in PART_STATS if k in self.stats}, self.builder.rows)
         try:
             self.out = parts.next()
             self.writer = self.out.writer(writer_class_for(self.output))
@@ -693,11 +703,13 @@ def _marker_receiver(ts):
 
 #: the sampler's statistics that count from the start (a part's stop event and stats counter: since the part's start)
 COUNTED_STATS = ("taken", "dropped", "missed_deadlines")
+#: ... and, in a part's stop event, also the sampling threads' CPU (since the part's start)
+PART_STATS = COUNTED_STATS + ("cpu_seconds_total",)
 
 
 def _since(stats: dict, base: dict) -> dict:
-    """``stats`` with the COUNTED_STATS counted from ``base`` (the values at a part's start)."""
-    return {k: v - base[k] if k in COUNTED_STATS and k in base and isinstance(v, (int, float)) else v
+    """``stats`` with the PART_STATS counted from ``base`` (the values at a part's start)."""
+    return {k: v - base[k] if k in PART_STATS and k in base and isinstance(v, (int, float)) else v
             for k, v in stats.items()}
 
 

@@ -57,7 +57,7 @@ def cmd_serve(args) -> int:
         raise CLIError(f"no such process: {args.pid}")
     sources = _sources_from_args(args, target)
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
-                  intervals=intervals_from_args(args, sources), devices=devices_from_args(args))
+                  intervals=intervals_from_args(args, sources), devices=devices_from_args(args), budget=args.budget)
     if target:
         kwargs["pid"] = args.pid
     import sysprof

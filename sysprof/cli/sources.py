@@ -5,6 +5,7 @@ with no change here."""
 from __future__ import annotations
 
 from ..sampling import registry
+from ..sampling.budget import BUDGET_ENV, DEFAULT_BUDGET, parse_budget
 from ..sampling.registry import SOURCES, source_available
 from .common import CLIError, _warn, int_in
 
@@ -79,10 +80,12 @@ def interval_flag(spec) -> str:
 
 def add_interval_flags(parser, parse_time) -> None:
     """The "per-source intervals" argument group: one ``--interval-<source>`` flag per registry source."""
-    g = parser.add_argument_group("per-source intervals (default: --interval)",
-                                  "Each at least --interval, rounded to the nearest whole number of intervals. A "
-                                  "sample is still taken every --interval; between two reads of a source it "
-                                  "repeats that source's previous values (free in the changes-only trace).")
+    g = parser.add_argument_group("per-source intervals and the CPU budget",
+                                  "Each interval at least --interval, rounded to the nearest whole number of "
+                                  "intervals; default --interval, but --cpu at max(--interval, 10 ms) (/proc/stat "
+                                  "counts in 10 ms ticks) and --gpu at max(--interval, 10 ms). A sample is still "
+                                  "taken every --interval; between two reads of a source it repeats that source's "
+                                  "previous values (free in the changes-only trace).")
     for spec in SOURCES.values():
         g.add_argument(interval_flag(spec), dest="interval_" + spec.name, type=parse_time, metavar="TIME",
                        help=f"read {spec.flag} every TIME")
@@ -90,6 +93,23 @@ def add_interval_flags(parser, parse_time) -> None:
         g.add_argument("--gpu-interval", dest="interval_gpu", type=parse_time, metavar="TIME",
                        help="the same as --interval-gpu; default 10 ms (NVML's fastest metrics step about every "
                             "10-20 ms), or --interval if longer")
+    g.add_argument("--budget", type=_budget_arg, default="default", metavar="SHARE",
+                   help=f"the CPU sysprof's sampling threads may use, a share of one core: 5%%, 0.05, or none; "
+                        f"default {100 * DEFAULT_BUDGET:g}%% (or ${BUDGET_ENV} where set). Over it (measured every "
+                        "second), the costliest sources are read less often (an --interval-SOURCE given last) until "
+                        "it fits; stderr and the trace say each change")
+
+
+def _budget_arg(text: str):
+    """argparse's type for ``--budget`` (sysprof.sampling.budget.parse_budget; ``default`` stays, for the Sampler)."""
+    import argparse
+
+    if text == "default":
+        return text
+    try:
+        return parse_budget(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def intervals_from_args(args, chosen) -> dict:

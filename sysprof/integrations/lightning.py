@@ -87,7 +87,7 @@ class SysprofCallback(_pl.Callback):
     """Records a sysprof trace of ``fit`` with Lightning's phases, and logs summaries (module docstring).
 
     Args:
-        path, interval, sources, intervals, devices, backend, summaries, ranks, overwrite, options:
+        path, interval, sources, intervals, devices, backend, budget, summaries, ranks, overwrite, options:
             :class:`sysprof.integrations.session.Session`.
         log_summaries: log the summaries into the trainer's loggers (default True).
     """

@@ -33,6 +33,7 @@ from typing import Any, Dict, Optional, Sequence
 from sysprof import forks
 from sysprof.integrations.phase_log import PhaseLog
 from sysprof.integrations.summaries import SummaryWindow
+from sysprof.sampling.budget import ChangeEvents
 
 __all__ = ["Recorder", "free_path", "trace_head", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
 
@@ -76,7 +77,8 @@ def trace_head(pid: int, rank: int, framework: str, t_start_ns: int, sampler, ch
 
     meta = {"version": __version__, "command_line": " ".join(sys.argv), "framework": framework,
             "pid": pid, "recorder_pid": pid, "rank": rank, "interval_s": sampler.interval,
-            "intervals_s": dict(getattr(sampler, "intervals", {})), "capacity": getattr(sampler, "capacity", None),
+            "intervals_s": dict(getattr(sampler, "intervals", {})), "budget": getattr(sampler, "budget", None),
+            "capacity": getattr(sampler, "capacity", None),
             "backend": getattr(sampler, "backend", None), "channels": list(channels),
             "errors": dict(getattr(sampler, "errors", {})), "host": platform.node(), "kernel": platform.release(),
             "cpu_count": os.cpu_count(), "start_time_ns": t_start_ns,
@@ -95,8 +97,8 @@ class Recorder:
     Args:
         path: the trace file; an existing file is never replaced (:func:`free_path` picks the name written,
             :attr:`path`), unless ``overwrite``.
-        interval: sampling interval (s); intervals (over :data:`DEFAULT_INTERVALS`), devices, backend: as
-            :class:`sysprof.Sampler`'s.
+        interval: sampling interval (s); intervals (over :data:`DEFAULT_INTERVALS`, which are defaults to the
+            budget: stretched first), devices, backend, budget: as :class:`sysprof.Sampler`'s.
         sources: source names to sample (:data:`DEFAULT_SOURCES` when None); ``per_cpu`` etc. via ``options``.
         summaries: the :class:`SummaryWindow` fed by every drain and phase (None: no summaries).
         framework: ``"lightning"``, ``"transformers"``: written into the start event.
@@ -110,14 +112,15 @@ class Recorder:
                  intervals: Optional[Dict[str, float]] = None, devices: Optional[Sequence[str]] = None,
                  backend: str = "auto", options: Optional[Dict[str, Any]] = None,
                  summaries: Optional[SummaryWindow] = None, overwrite: bool = False, framework: str = "",
-                 rank: int = 0, flight: Any = None) -> None:
+                 rank: int = 0, flight: Any = None, budget: Any = "default") -> None:
         self.requested_path = pathlib.Path(path)
         self.path = self.requested_path
         self.interval = interval
         self.sources = tuple(DEFAULT_SOURCES if sources is None else sources)
-        self.intervals = {k: v for k, v in DEFAULT_INTERVALS.items()
-                          if k in self.sources and max(v, interval) == v}  # at least the interval itself
-        self.intervals.update(intervals or {})
+        self.defaults = {k: v for k, v in DEFAULT_INTERVALS.items()
+                         if k in self.sources and max(v, interval) == v}  # at least the interval itself
+        self.intervals = dict(intervals or {})  # the user's: the budget stretches them last
+        self.budget = budget
         self.devices = None if devices is None else list(devices)
         self.backend = backend
         self.options = dict(options or {})
@@ -131,6 +134,7 @@ class Recorder:
         self.writer: Any = None
         self.builder: Any = None
         self._rows: Any = None  # the RowTemplate of a Chrome JSON trace (the fast path), else None
+        self._interval_events: Any = None  # the budget's changes as instant events (sampling.budget.ChangeEvents)
         self._pending: collections.deque = collections.deque()  # (batch, spans) collected, not yet written
         self.samples = 0
         self._lock = threading.Lock()  # collecting (drain, phases, window): the recorder's thread or a log step
@@ -184,7 +188,7 @@ class Recorder:
         flags.update(self.options)
         capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.5 s: 8 s of margin
         sampler = Sampler(interval=self.interval, capacity=capacity, backend=self.backend, intervals=self.intervals,
-                          devices=self.devices, **flags)
+                          default_intervals=self.defaults, devices=self.devices, budget=self.budget, **flags)
         if self.flight_options is not None:  # a folder for the dumps, no trace
             self.path.mkdir(parents=True, exist_ok=True)
         else:
@@ -195,6 +199,7 @@ class Recorder:
         exact = getattr(self.writer, "timestamp", None)
         if exact is not None:  # .pftrace keeps every ns
             self.builder.ts = exact
+        self._interval_events = ChangeEvents(sampler, lambda t_ns: self.builder.ts(t_ns), self._pid)
         if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
             # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
             layout = self.builder.layout
@@ -307,6 +312,9 @@ class Recorder:
                 window.add(batch, snapshot_ns=time.time_ns() if snapshot else None)
             if len(batch) or spans:
                 self._pending.append((batch, spans))
+            changed = self._interval_events.events() if self._interval_events is not None else []
+            if changed:  # the budget's interval changes, written after the rows (readers sort)
+                self._pending.append((None, changed))
 
     def _drain(self, stop: Optional[tuple] = None) -> None:
         """Collect, then write what was collected (the recorder's thread, and the stop)."""
@@ -319,6 +327,9 @@ class Recorder:
             if self.flight is not None:
                 while pending:
                     batch, spans = pending.popleft()
+                    if batch is None:  # instant events, as they are
+                        self.flight.feed_events(spans)
+                        continue
                     self.flight.feed_events(self._phase_events(spans))
                     self.flight.feed(batch)
                 return
@@ -326,6 +337,9 @@ class Recorder:
                 return
             while pending:
                 batch, spans = pending.popleft()
+                if batch is None:  # instant events, written as they are
+                    writer.write_many(spans)
+                    continue
                 if rows is None:
                     writer.write_many(self.builder.events(batch) if len(batch) else [])
                 elif len(batch):
@@ -415,7 +429,8 @@ class Recorder:
                               "pid": self._pid, "tid": 0,
                               "args": {"stats": stats, "samples_written": self.samples, "reason": reason,
                                        "elapsed_s": (time.time_ns() - self.t_start_ns) / 1e9,
-                                       "errors": dict(sampler.errors)}})
+                                       "errors": dict(sampler.errors), "intervals_s": dict(sampler.intervals),
+                                       "interval_changes": self._interval_events.all()}})
         except Exception as e:  # noqa: BLE001
             self._fail("stop", e)
         finally:

@@ -17,6 +17,7 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from sysprof.integrations.recorder import Recorder
+from sysprof.sampling.budget import check_budget
 from sysprof.integrations.summaries import SummaryWindow
 
 __all__ = ["Session", "guarded", "outermost_frame", "RANKS"]
@@ -64,7 +65,8 @@ class Session:
             unless ``overwrite``.
         interval: sampling interval in seconds (default 10 ms).
         sources: the sampler sources (None: :data:`~sysprof.integrations.recorder.DEFAULT_SOURCES`, each where
-            available); intervals, devices, backend: as :class:`sysprof.Sampler`'s; options: other Sampler
+            available); intervals, devices, backend, budget: as :class:`sysprof.Sampler`'s (budget: the CPU
+            share of one core sysprof's sampling threads may use, default 5 % or $SYSPROF_BUDGET; None: none); options: other Sampler
             keywords (``per_cpu=True``, ``process_tree_slots=4``).
         summaries: what is logged at each logging step (:mod:`sysprof.integrations.summaries`): None (the default
             set), False (nothing), or a list of ``"channel:stat"`` / :class:`~sysprof.integrations.summaries.Summary`.
@@ -75,18 +77,19 @@ class Session:
             to the ``sysprof.integrations`` logger. An exception that reaches the callback triggers one.
 
     Raises:
-        ValueError: an unknown ``ranks``, a bad summary or ``flight``.
+        ValueError: an unknown ``ranks``, a bad summary, ``flight`` or budget.
     """
 
     def __init__(self, path=None, *, interval: float = 0.01, sources: Optional[Sequence[str]] = None,
                  intervals: Optional[Dict[str, float]] = None, devices: Optional[Sequence[str]] = None,
                  backend: str = "auto", summaries: Any = None, ranks: str = "local_zero", overwrite: bool = False,
-                 options: Optional[Dict[str, Any]] = None, flight: Any = None) -> None:
+                 options: Optional[Dict[str, Any]] = None, flight: Any = None, budget: Any = "default") -> None:
         if ranks not in RANKS:
             raise ValueError(f"ranks must be one of {', '.join(RANKS)}, got {ranks!r}")
+        check_budget(budget)
         self.path = path
         self.settings = dict(interval=interval, sources=sources, intervals=intervals, devices=devices,
-                             backend=backend, options=options, overwrite=overwrite)
+                             backend=backend, options=options, overwrite=overwrite, budget=budget)
         self.summaries = summaries
         SummaryWindow(summaries)  # checks the spec now, in the user's code
         self.ranks = ranks

@@ -64,7 +64,7 @@ class SysprofCallback(_TrainerCallback):
     (module docstring).
 
     Args:
-        path, interval, sources, intervals, devices, backend, summaries, ranks, overwrite, options:
+        path, interval, sources, intervals, devices, backend, budget, summaries, ranks, overwrite, options:
             :class:`sysprof.integrations.session.Session`.
         log_summaries: add the summaries to ``logs`` (default True).
     """

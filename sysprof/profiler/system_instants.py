@@ -5,7 +5,9 @@
 
 * ``gpu xid`` ``{"gpu", "xid", "meaning", "count"}`` at the row where ``gpu/<i>/xid_total`` rose;
 * ``sysprof gpu_refresh`` ``{"window_s", "read_interval_s", "backend", "periods_s": {channel: seconds or null}}``
-  once the measurement (0.25 s at 1 ms, on a thread of its own, started with the sampler) is known.
+  once the measurement (0.25 s at 1 ms, on a thread of its own, started with the sampler) is known;
+* ``sysprof intervals`` ``{"changes": [...], "intervals_s": {...}}`` at each change the CPU budget made to the
+  sources' intervals (:class:`sysprof.sampling.budget.ChangeEvents`).
 
 Like the counters, an XID is emitted only when its row was sampled while the profiler recorded, and the refresh
 event at the first drain while recording after it is known (so it lands in one cycle's file). Each handler gets
@@ -19,6 +21,7 @@ from typing import Any, List
 import numpy as np
 
 from sysprof.profiler.trace_handler import send_system_events
+from sysprof.sampling.budget import INTERVALS_EVENT, ChangeEvents
 from sysprof.sampling.gpu_refresh import REFRESH_EVENT, StartRefresh
 from sysprof.trace.gpu_events import XID_EVENT, XidInstants
 
@@ -34,12 +37,18 @@ class SystemInstants:
         channels = tuple(getattr(sampler, "channels", ()))
         self.xids = XidInstants(channels)
         self.refresh = StartRefresh(sampler)
+        self.intervals = ChangeEvents(sampler, None, 0)
 
     def take(self, batch: Any, log: Any, now_ns: int) -> List[tuple]:
         """``(name, wall ns, training timestamp, args)`` of the instants due at this drain; ``log`` is the
         profiler's recording log (``classify``, ``recording``, ``stamps``), read before it is pruned."""
         out = []
         found = self.xids.found(batch) if len(batch) else []
+        changed = self.intervals.new()
+        if changed:  # the budget's interval changes made while recording
+            mask, step = log.classify(np.array([t for t, _ in changed], dtype=np.int64))
+            out += [(INTERVALS_EVENT, t, log.stamps[i], args)
+                    for (t, args), m, i in zip(changed, mask.tolist(), step.tolist()) if m]
         if found:
             mask, step = log.classify(np.array([t for t, _ in found], dtype=np.int64))
             out += [(XID_EVENT, t, log.stamps[i], args)

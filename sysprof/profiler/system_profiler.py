@@ -29,6 +29,7 @@ from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
 from sysprof.profiler.system_instants import SystemInstants
+from sysprof.sampling.budget import check_budget
 from sysprof.profiler.system_samples import SystemSamples
 from sysprof.profiler.system_streams import ChangedEvents, RecordingLog
 from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
@@ -114,6 +115,9 @@ class SystemProfiler(Callback):
             ``intervals``; checked when the sampler is made (``init``).
         gpu_interval_seconds: seconds between two reads of the GPUs (with ``profile_gpu``), as :class:`sysprof.Sampler`'s
             ``gpu_interval`` (None: 10 ms, or ``stats_thread_interval_seconds`` if longer).
+        budget: the CPU sysprof's sampling threads may use, a share of one core (default 5 % or $SYSPROF_BUDGET;
+            None: none), as
+            :class:`sysprof.Sampler`'s ``budget``: its interval changes are ``sysprof intervals`` instants.
         devices: the disks and network interfaces sampled, globs as :class:`sysprof.Sampler`'s ``devices``
             (``["nvme*", "!net/docker*"]``); None: all but loop, RAM and zram disks and ``lo``.
         changes_only: what handlers without ``process_counter_rows`` get (see below).
@@ -140,8 +144,8 @@ class SystemProfiler(Callback):
 
     Raises:
         ValueError: ``stats_thread_interval_seconds`` or ``drain_interval_seconds`` is not a finite number > 0
-            (or is a bool); ``devices`` is not a list of globs (see :mod:`sysprof.sampling.devices`); a bad
-            ``prometheus_listen``. ImportError: ``prometheus_listen`` without prometheus_client.
+            (or is a bool); a ``budget`` that is not None or in (0, 1]; ``devices`` is not a list of globs (see
+            :mod:`sysprof.sampling.devices`); a bad ``prometheus_listen``. ImportError: ``prometheus_listen`` without prometheus_client.
     """
 
     def __init__(
@@ -166,9 +170,11 @@ class SystemProfiler(Callback):
         log_summaries: Any = False,
         flight: Any = None,
         flight_folder: Optional[str] = None,
+        budget: Any = "default",
         **sources: bool,
     ) -> None:
         super().__init__()
+        self.budget = check_budget(budget) or None
         if prometheus_listen is not None:
             from sysprof.prometheus.endpoint import parse_listen, require_prometheus_client
 
@@ -254,7 +260,7 @@ class SystemProfiler(Callback):
         capacity = ring_capacity(interval, 8 * fallback, 4096, 1 << 20)
         sources = self._sources()
         return Sampler(interval=interval, per_cpu=self.per_cpu and self.profile_cpu, capacity=capacity,
-                       backend=self.backend, intervals=self.intervals, devices=self.devices,
+                       backend=self.backend, intervals=self.intervals, devices=self.devices, budget=self.budget,
                        gpu_interval=self.gpu_interval_seconds if self.profile_gpu else None, **sources,
                        **distributed.gpu_keywords(Sampler, sources, self._rank, self.host_sampling))
 

@@ -7,8 +7,8 @@ Per family (a gauge ``G``, a counter ``C``, a ratio gauge ``R``):
 * ``G_max``, ``G_min``: over the sliding window (:mod:`sysprof.prometheus.window`; the newest row included);
 * ``R_samples_bucket{le=...}``, ``R_samples_sum``, ``R_samples_count``: the histogram of every sample since start
   (not per CPU);
-* ``sysprof_sampler_rows_total``, ``sysprof_sampler_dropped_rows_total``, ``sysprof_sampler_missed_deadlines_total``
-  (the sampler's ``stats``), ``sysprof_sampler_interval_seconds`` and ``sysprof_window_seconds``.
+* ``sysprof_sampler_rows_total``, ``sysprof_sampler_dropped_rows_total``, ``sysprof_sampler_missed_deadlines_total``,
+  ``sysprof_sampler_cpu_seconds_total`` (the sampler's ``stats``), ``sysprof_sampler_interval_seconds`` and ``sysprof_window_seconds``.
 
 A NaN (unknown) value is left out of its family, as traces leave it out of their events.
 """
@@ -104,7 +104,9 @@ class SysprofCollector:
         for key, name, help_text in (("taken", "sysprof_sampler_rows", "rows the sampling thread took"),
                                      ("dropped", "sysprof_sampler_dropped_rows", "rows dropped by a full ring"),
                                      ("missed_deadlines", "sysprof_sampler_missed_deadlines",
-                                      "sampling deadlines missed")):
+                                      "sampling deadlines missed"),
+                                     ("cpu_seconds_total", "sysprof_sampler_cpu_seconds",
+                                      "CPU of sysprof's sampling threads (the CPU budget's measure)")):
             if key in stats:
                 yield self._counter(name, help_text, value=float(stats[key]))
         if self.interval is not None:

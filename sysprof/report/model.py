@@ -85,11 +85,11 @@ def _before(a, b) -> bool:
 
 def _add_parts(a: dict, b: dict) -> dict:
     """The stop event args of two parts read as one: the later one's (``b``), with ``samples_written`` and the
-    counted statistics (``taken``, ``dropped``, ``missed_deadlines``) added up."""
+    counted statistics (``taken``, ``dropped``, ``missed_deadlines``, ``cpu_seconds_total``) added up."""
     out = dict(b)
     sa, sb = a.get("stats") or {}, b.get("stats") or {}
     out["stats"] = dict(sb)
-    for k in ("taken", "dropped", "missed_deadlines"):
+    for k in ("taken", "dropped", "missed_deadlines", "cpu_seconds_total"):
         if isinstance(sa.get(k), (int, float)) and isinstance(sb.get(k), (int, float)):
             out["stats"][k] = sa[k] + sb[k]
     if isinstance(a.get("samples_written"), int) and isinstance(b.get("samples_written"), int):

@@ -177,8 +177,11 @@ def summarize(data: TraceData) -> dict:
     unavailable = [src for src in errors if src in SOURCES
                    and not source_available(src, data.meta.get("channels") or [])]
     returncode = (data.stop or {}).get("returncode")
+    from ..sampling.budget import own_cost
+
     return jsonable({
         "report_version": REPORT_VERSION,
+        **own_cost(data.meta, data.stop or {}, duration),
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
         "backend": data.meta.get("backend"),
@@ -209,8 +212,9 @@ def summarize(data: TraceData) -> dict:
 
 
 #: ``report --json``'s layout: 2 added ``report_version``, the channels' ``source``, ``kind``, ``amount`` and
-#: ``amount_unit``, ``problems``, ``process_tree_members`` and ``table``, and names a Composer-layout trace's
-#: channels as the sampler does (``memory/used_bytes``, not ``memory/virtual/used_gb``); absent: 1
+#: ``amount_unit``, ``problems``, ``process_tree_members`` and ``table``, sysprof's own cost (``sysprof_cpu_percent``,
+#: ``budget_percent``, ``interval_changes``), and names a Composer-layout trace's channels as the sampler does
+#: (``memory/used_bytes``, not ``memory/virtual/used_gb``); absent: 1
 REPORT_VERSION = 2
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
+from ..sampling.budget import summary_line
 from .phases import _TOTAL_KINDS
 
 __all__ = ["format_seconds", "format_si", "human_bytes", "format_value", "print_table", "print_verdict",
@@ -306,6 +307,9 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
                   f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
                   f"{opt(s.get('sample_ns_mean'), lambda v: f'{v / 1e3:.1f} us')}, p99 "
                   f"{opt(s.get('sample_ns_p99'), lambda v: f'{v / 1e3:.1f} us')}\n")
+    own = summary_line(s)  # sysprof's own CPU and the budget's interval changes
+    if own:
+        out.write(f"sysprof:    {own}\n")
     problems = s.get("problems")
     if problems is None:  # a summary without them (an older caller): every error, shortened
         problems = problem_lines(s.get("errors") or {}, s.get("unavailable") or ())

@@ -12,7 +12,7 @@ import math
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -115,24 +115,38 @@ def _or_list(words: List[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def _periods(interval: float, intervals: Optional[Mapping[str, float]], flags: Dict[str, bool]) -> Dict[str, int]:
-    """Deadlines between two reads of each source switched on: ``intervals[name] / interval`` rounded to the
-    nearest whole number (half up), 1 for a source not named. Raises ValueError as ``Sampler`` documents."""
+def _check_intervals(arg: str, interval: float, intervals: Optional[Mapping[str, float]], flags: Dict[str, bool],
+                     sampled_only: bool = True) -> Dict[str, float]:
+    """``intervals`` (argument ``arg``) checked: source names, each sampled (``sampled_only``; else the others are
+    left out), each a number of seconds in [interval, 1 day]. Raises ValueError as ``Sampler`` documents."""
     if intervals is None:
-        intervals = {}
+        return {}
     if not isinstance(intervals, Mapping):
-        raise ValueError(f"intervals must be a mapping of source name to seconds, got {intervals!r}")
+        raise ValueError(f"{arg} must be a mapping of source name to seconds, got {intervals!r}")
     for name, value in intervals.items():
         if name not in SOURCES:
-            raise ValueError(f"intervals: unknown source {name!r} (registered: {', '.join(SOURCES)})")
-        if not flags[name]:
-            raise ValueError(f"intervals: source {name!r} is not sampled; switch it on ({name}=True) or leave it out")
+            raise ValueError(f"{arg}: unknown source {name!r} (registered: {', '.join(SOURCES)})")
+        if not flags[name] and sampled_only:
+            raise ValueError(f"{arg}: source {name!r} is not sampled; switch it on ({name}=True) or leave it out")
         if (isinstance(value, bool) or not isinstance(value, (int, float))
                 or not interval * (1 - 1e-9) <= value <= MAX_INTERVAL_S):
-            raise ValueError(f"intervals[{name!r}] must be a number of seconds in [interval = {interval:g}, "
+            raise ValueError(f"{arg}[{name!r}] must be a number of seconds in [interval = {interval:g}, "
                              f"{MAX_INTERVAL_S:g}], got {value!r}")
-    return {name: max(1, int(math.floor(intervals[name] / interval + 0.5))) if name in intervals else 1
-            for name in SOURCES if flags[name]}
+    return {name: float(v) for name, v in intervals.items() if flags[name]}
+
+
+def _periods(interval: float, intervals: Optional[Mapping[str, float]], flags: Dict[str, bool],
+             defaults: Optional[Mapping[str, float]] = None) -> Dict[str, int]:
+    """Deadlines between two reads of each source switched on: its interval / ``interval`` rounded to the nearest
+    whole number (half up). Its interval: ``intervals[name]`` (the user's), else ``defaults[name]`` (a library's),
+    else its own default (:func:`sysprof.sampling.default_intervals.default_interval`). Raises ValueError as
+    ``Sampler`` documents."""
+    from .default_intervals import default_interval
+
+    given = _check_intervals("intervals", interval, intervals, flags)
+    lib = _check_intervals("default_intervals", interval, defaults, flags, sampled_only=False)
+    chosen = {name: given.get(name, lib.get(name, default_interval(name, interval))) for name in SOURCES if flags[name]}
+    return {name: max(1, int(math.floor(v / interval + 0.5))) for name, v in chosen.items()}
 
 
 def _sources_doc() -> str:
@@ -166,14 +180,26 @@ class Sampler:
         gpu_interval: seconds between two reads of the GPUs, an alias of ``intervals["gpu"]``; by default 10 ms
             (what NVML's fastest metrics resolve, sysprof/sampling/gpu_interval.py) or ``interval`` if longer.
         intervals: seconds between two reads of a source, by name (``{{"cpu": 0.01, "gpu": 0.02}}``); a source
-            not named is read every ``interval``. Each is at least ``interval`` and is rounded to the nearest
-            whole number of intervals; ``self.intervals`` holds the result for every source switched on. A row
+            not named is read at its default interval (:mod:`sysprof.sampling.default_intervals`: ``interval``, but
+            ``cpu`` at max(interval, 1/USER_HZ) = 10 ms, as /proc/stat counts in USER_HZ ticks, and ``gpu`` at
+            max(interval, 10 ms)). Each is at least ``interval`` and is rounded to the nearest whole number of
+            intervals; ``self.intervals`` holds each source's interval now (the budget may stretch it). A row
             still comes every ``interval``: a source not due repeats its previous values (copied from the
             previous row; NaN stays NaN), which a changes-only trace stores for free. A source of k intervals
             is read at the first deadline at or after each multiple of k since ``start()`` (a missed deadline
             delays that read to the next row, it never skips it); the first row after ``start()`` and the
             row at ``stop()`` read every source, and so does ``sample()``. Its rates and percents span the
             time between its own reads. ``stats["reads"]`` counts the thread's reads of each source.
+        default_intervals: as ``intervals``, for a library's own defaults (the trainer callbacks'): each is used
+            where ``intervals`` does not name the source, and is a default to the budget (stretched before the
+            user's); a source not switched on is ignored.
+        budget: the CPU that sysprof's sampling threads may use, a fraction of one core in (0, 1]; None: no
+            budget; ``"default"``: 0.05 (5 %), or what the environment variable ``SYSPROF_BUDGET`` says where set
+            (``5%``, ``0.02``, ``none``). The threads' CPU is measured as they run (``stats["cpu_percent"]``); over the
+            budget in the last second, the intervals of the costliest sources are doubled until it fits (one given
+            in ``intervals`` only once every other source is at its longest, 10 s), and halved again once well
+            under it, never below where they started. Every change is in ``errors["budget"]`` (the latest),
+            ``self.intervals`` and ``self.interval_changes`` (:mod:`sysprof.sampling.budget`).
         devices: which disks and network interfaces are sampled: globs over their names, ``!GLOB`` to leave
             some out, ``disk/GLOB`` / ``net/GLOB`` for one source (``["disk/nvme*", "!net/docker*"]``). None:
             all but loop devices, RAM disks, zram and ``lo``, which a glob matching them brings back (``["*"]``:
@@ -197,7 +223,8 @@ class Sampler:
             ``intervals``: a name that is not a registered source (the message lists them), a source not
             switched on, or a value below ``interval`` or above 1 day; ``devices`` that is not a list of non-empty
             glob strings (or has ``disk/`` or ``net/`` with no glob after it); a number option outside its
-            range (``process_tree_slots``: 0-64); ``gpus`` entries that are no GPU index, UUID or PCI bus id.
+            range (``process_tree_slots``: 0-64); ``gpus`` entries that are no GPU index, UUID or PCI bus id; a
+            ``budget`` that is not None or a number in (0, 1].
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
     float64 in Prometheus base units (bytes, seconds, percent); see docs/reference.md.
@@ -214,7 +241,10 @@ class Sampler:
                  proc_root: str = "/proc", sys_root: str = "/sys", pid: Optional[int] = None,
                  intervals: Optional[Mapping[str, float]] = None, devices: Optional[List[str]] = None,
                  gpu_interval: Optional[float] = None, gpus: Optional[List[object]] = None,
+                 budget: Union[float, None, str] = "default",
+                 default_intervals: Optional[Mapping[str, float]] = None,
                  **sources: bool) -> None:
+        from .budget import check_budget, test_costs
         from .devices import DeviceFilter
         from .gpu_interval import with_gpu_interval
         from .gpus import native_options as gpu_options, selection as gpu_selection
@@ -237,8 +267,10 @@ class Sampler:
         for name, root in (("proc_root", proc_root), ("sys_root", sys_root)):
             if not isinstance(root, str) or not root or "\0" in root:
                 raise ValueError(f"{name} must be a non-empty path without NUL bytes, got {root!r}")
-        intervals = with_gpu_interval(float(interval), intervals, gpu_interval, flags.get("gpu", False))
-        periods = _periods(float(interval), intervals, flags)
+        intervals = with_gpu_interval(intervals, gpu_interval)
+        periods = _periods(float(interval), intervals, flags, default_intervals)
+        given = [name for name in periods if name in (intervals or {})]
+        self.budget: Optional[float] = check_budget(budget) or None
         self.device_filter = DeviceFilter(devices)
         gpu_sel = gpu_selection(gpus)  # ValueError for a malformed entry
         followers = [n for n, spec in SOURCES.items() if spec.follows_pid]
@@ -254,7 +286,8 @@ class Sampler:
         if backend == "auto" and not ok:
             _warn_fallback(why)
         self.interval = float(interval)
-        self.intervals: Dict[str, float] = {name: k * self.interval for name, k in periods.items()}
+        self._first_intervals: Dict[str, float] = {name: k * self.interval for name, k in periods.items()}
+        costs = test_costs(list(periods))  # tests only (budget.TEST_COST_ENV)
         max_ring_bytes = 0
         if capacity is None:
             capacity = ring_capacity(self.interval, DEFAULT_RING_SECONDS, DEFAULT_MIN_ROWS, DEFAULT_MAX_ROWS)
@@ -271,7 +304,8 @@ class Sampler:
                     interval_ns=interval_ns, capacity=capacity, sources=on,
                     options=options, pid=-1 if pid is None else pid, proc_root=proc_root, sys_root=sys_root,
                     intervals_ns={n: k * interval_ns for n, k in periods.items() if k > 1},
-                    max_ring_bytes=max_ring_bytes)
+                    max_ring_bytes=max_ring_bytes, budget=self.budget or 0.0, intervals_given=given,
+                    budget_test_cost_ns=costs)
             except MemoryError:
                 raise ValueError(f"capacity {capacity} rows do not fit in memory; each row holds 8 bytes "
                                  "per channel plus 8") from None
@@ -282,9 +316,29 @@ class Sampler:
             from .portable.host import PsutilSampler
             self._impl = PsutilSampler(interval=self.interval, capacity=capacity, pid=pid,
                                        sys_root=sys_root, periods=periods, max_ring_bytes=max_ring_bytes,
-                                       device_filter=self.device_filter, gpus=gpu_sel, **flags)
+                                       device_filter=self.device_filter, gpus=gpu_sel, budget=self.budget,
+                                       given=given, budget_test_cost_ns=costs, **flags)
         self.channels: Tuple[str, ...] = tuple(self._impl.channels)
         self.capacity: int = int(getattr(self._impl, "capacity", capacity))  # rows of the ring
+
+    @property
+    def intervals(self) -> Dict[str, float]:
+        """Seconds between two reads of each source switched on, now: where it started (``intervals``, else its
+        default), or where the budget has stretched it since (``interval_changes``)."""
+        out = dict(self._first_intervals)
+        now = getattr(self._impl, "intervals_ns", None)
+        if now:
+            out.update({name: ns / 1e9 for name, ns in now.items()})
+        return out
+
+    @property
+    def interval_changes(self) -> List[Dict[str, object]]:
+        """Every change the budget made to a source's interval, oldest first: dicts with ``time_ns`` (wall clock, as
+        row timestamps), ``source``, ``interval_s`` (the new one), ``previous_s``, ``given`` (the user gave the
+        interval it had) and ``cpu_percent`` (the sampling threads' CPU, percent of one core, that led to it)."""
+        return [{"time_ns": int(c["time_ns"]), "source": str(c["source"]), "interval_s": c["interval_ns"] / 1e9,
+                 "previous_s": c["previous_ns"] / 1e9, "given": bool(c["given"]), "cpu_percent": float(c["cpu_percent"])}
+                for c in getattr(self._impl, "interval_changes", [])]
 
     @property
     def inherited(self) -> bool:
@@ -441,6 +495,10 @@ class Sampler:
         sample: sample_ns_mean, sample_ns_p99, sample_ns_max (ns). taken == drained + dropped + buffered.
         reads: source name -> how many times the thread read it (every source that has channels; with
         ``intervals``, fewer than taken for a slower source; ``sample()`` is not counted).
+        cpu_seconds_total: the CPU sysprof's sampling threads used while running (the sampling thread and the
+        sources' helper threads: the NVML reader, process_tree's smaps reader); cpu_percent: their share of one
+        core over the last second (measured every 0.25 s; NaN before the first measure); budget_percent: the
+        budget (NaN: none).
         """
         st = dict(self._impl.stats)
         st["reads"] = dict(st.get("reads", {}))

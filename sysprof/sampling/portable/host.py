@@ -73,13 +73,16 @@ class PsutilSampler:
 
     def __init__(self, interval: float, capacity: int, pid: Optional[int], sys_root: str,
                  periods: Optional[Dict[str, int]] = None, max_ring_bytes: int = 0, device_filter=None,
-                 gpus=None, **flags: bool) -> None:
+                 gpus=None, budget: Optional[float] = None, given=(), budget_test_cost_ns=None,
+                 **flags: bool) -> None:
         """flags: one bool per source and option of the registry (``sampler.SOURCE_KEYWORDS``), absent = off.
         periods: deadlines between two reads of a source (``sampler._periods``), absent = 1.
         max_ring_bytes: non-zero: fewer rows than ``capacity`` where those would hold more bytes (at least 2),
         the native ring's rule (csrc/engine/sampler.hpp, ring_rows).
         device_filter: the disks and NICs sampled (``sampling.devices.DeviceFilter``; None: its default).
-        gpus: the GPUs read, as ``sampling.gpus.selection()`` gives them (None: every GPU)."""
+        gpus: the GPUs read, as ``sampling.gpus.selection()`` gives them (None: every GPU).
+        budget, given, budget_test_cost_ns: the CPU budget (a fraction of a core; None: none), the sources whose
+        interval the user gave, tests' fixed costs per read (``sampling.budget.Controller``)."""
         self._gpus = gpus
 
         known = set(SOURCES) | {o.name for spec in SOURCES.values() for o in spec.options}
@@ -112,6 +115,10 @@ class PsutilSampler:
         self._period = [max(1, int((periods or {}).get(name, 1))) for name, _, _ in self._readers]
         self._next_due = [0] * len(self._readers)
         self._reads: Dict[str, int] = {name: 0 for name, _, _ in self._readers}
+        from ..budget import Controller
+        names = [name for name, _, _ in self._readers]
+        self._budget = Controller(budget or 0.0, interval, names, self._period, [n in given for n in names],
+                                  budget_test_cost_ns)
         self._sync = self._open_readers()  # sample() keeps its own baselines
         for tree in self._trees:  # as the GPU notes below: reported once both readers are open
             tree.flush(lambda msg: self.errors.__setitem__("process_tree", msg))
@@ -296,13 +303,17 @@ class PsutilSampler:
             if tick is not None and not self._due(i, tick):
                 out += prev[len(out):len(out) + len(names)].tolist()
                 continue
-            if readers is self._readers:
+            mine = readers is self._readers
+            if mine:
                 self._reads[name] += 1
+                a = time.perf_counter_ns()
             try:
                 out += fn(t)
             except Exception as exc:  # noqa: BLE001 - a failing source reads NaN, others go on
                 self.errors[name] = f"psutil: {type(exc).__name__}: {exc}"
                 out += [NAN] * len(names)
+            if mine:
+                self._budget.read(i, time.perf_counter_ns() - a)
         return np.asarray(out, dtype=np.float64)
 
     def _due(self, i: int, tick: int) -> bool:
@@ -341,6 +352,7 @@ class PsutilSampler:
         interval = max(1, int(round(self.interval * 1e9)))
         next_ns, last = time.monotonic_ns(), None
         first, row = next_ns, None
+        self._budget.start(next_ns)
         while True:
             stopping = self._stop.wait(max(0.0, (next_ns - time.monotonic_ns()) / 1e9))
             t0 = time.monotonic_ns()
@@ -364,11 +376,22 @@ class PsutilSampler:
             last = t0
             if stopping:
                 break
+            self._budget.tick(t1, self._period, self.errors)
             next_ns += interval
             if t1 >= next_ns:  # overran: skip the passed deadlines, no burst
                 skipped = (t1 - next_ns) // interval + 1
                 self._missed += skipped
                 next_ns += skipped * interval
+        self._budget.finish(time.monotonic_ns(), self._period, self.errors)
+
+    @property
+    def intervals_ns(self) -> Dict[str, int]:
+        """Each source's interval now (ns), as the native sampler's."""
+        return {name: k * self._budget.interval_ns for (name, _, _), k in zip(self._readers, self._period)}
+
+    @property
+    def interval_changes(self) -> List[Dict[str, object]]:
+        return list(self._budget.changes)
 
     def sample(self) -> Tuple[int, np.ndarray]:
         wall = time.time_ns()
@@ -416,4 +439,6 @@ class PsutilSampler:
                 "buffered": head - tail, "missed_deadlines": self._missed,
                 "sample_ns_mean": sum(costs) / n if n else NAN,
                 "sample_ns_p99": float(costs[max(0, math.ceil(0.99 * n) - 1)]) if n else NAN,  # nearest rank
-                "sample_ns_max": float(costs[-1]) if n else NAN, "reads": dict(self._reads)}
+                "sample_ns_max": float(costs[-1]) if n else NAN, "reads": dict(self._reads),
+                "cpu_seconds_total": self._budget.cpu_total_ns / 1e9, "cpu_percent": 100 * self._budget.fraction,
+                "budget_percent": 100 * self._budget.budget if self._budget.budget else NAN}
