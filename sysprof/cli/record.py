@@ -384,7 +384,7 @@ class _Recording:
                 if self.stopped is None and self.parts is not None and self.parts.full():
                     self._next_part()
                 stats = sampler.stats
-                self.status.update(now - t0, self.builder.rows, stats, self.writer.bytes_written)
+                self.status.update(now - t0, self.builder.rows, stats, self._bytes_shown())
                 if not self.missed_warned and now - t0 >= MISSED_MIN_SECONDS:
                     self._warn_missed(stats, now - t0, live=True)
             if self.writer.closed and child is None:
@@ -404,6 +404,12 @@ class _Recording:
                     timeout.reached = True
                     return
                 signals.send(timeout.step())  # keep recording while the command shuts down
+
+    def _bytes_shown(self) -> int:
+        """The status line's bytes: the trace's on disk as flushed (gzip: compressed), else the writer's count (a
+        device; a flight recording's folder: its dumps')."""
+        size = getattr(self.out, "size", None)
+        return size() if size is not None and self.out.regular else self.writer.bytes_written
 
     def _write_rows(self, batch, stop_ns=None) -> None:
         """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
