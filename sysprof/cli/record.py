@@ -16,7 +16,7 @@ import uuid
 from ..distributed import rank_info
 from ..report import format_seconds, human_bytes
 from ..report.table import round_up_125
-from ..sampling.registry import SOURCES
+from ..sampling.registry import SOURCES, decimals_of, source_of
 from ..text import text
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
@@ -277,7 +277,8 @@ class _Recording:
         follows = any(c.startswith(on_track) for c in channels) if on_track else False
         self.builder = EventBuilder(channels, system_pid=self.my_pid,
                                     process_pid=self.proc_pid if follows else None,
-                                    float_ts=self.float_ts, changes_only=not args.every_row)
+                                    float_ts=self.float_ts, changes_only=not args.every_row,
+                                    decimals=_decimals(channels, self.sampler))
         exact = getattr(self.writer, "timestamp", None)
         if exact is not None:  # a writer that keeps every ns (.pftrace) gets them
             self.builder.ts = self._ts = exact
@@ -677,6 +678,12 @@ class _Status:
             sys.stderr.flush()
             self.shown = False
 
+
+
+def _decimals(channels, sampler) -> list:
+    """The decimals each channel is written to (``registry.decimals_of`` at its source's interval)."""
+    intervals = dict(getattr(sampler, "intervals", None) or {})
+    return [decimals_of(c, intervals.get(source_of(c), sampler.interval)) for c in channels]
 
 
 def _event_ts(event):
