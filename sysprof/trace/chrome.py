@@ -138,8 +138,8 @@ class ChromeTraceWriter(TraceWriter):
         overwrite: replace an existing file instead of raising.
         fd: an open, writable descriptor to write to instead of opening ``path`` (which then only names the
             file, and decides gzip). The writer owns it and closes it in :meth:`close`.
-        compresslevel: zlib level of a gzipped trace (:data:`GZIP_LEVEL`: zlib's default, 6; 9, gzip's, costs
-            2.3 x its CPU for 4-7 % fewer bytes of sysprof's traces, 1 costs 0.4 x for 30-45 % more).
+        compresslevel: zlib level of a gzipped trace (:data:`GZIP_LEVEL`: zlib's default, 6; on ``record``'s
+            traces 9, gzip's, costs 1.8-2.3 x its CPU for 5-7 % fewer bytes, 1 costs 0.3 x for 50 % more).
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is false.
