@@ -157,6 +157,17 @@ def goals(results) -> List[Dict[str, Any]]:
                 f"whole file less the loop's own step markers / samples, median of {dn.get('trials')} trials; "
                 f"machine busy "
                 f"{fmt(_median(dn.get('machine_busy_cores')))} cores (the goal is for an idle machine)")
+    fm = results.get("formats")
+    if fm and "cells" in fm:
+        from bench_density import GOAL_BUSY
+
+        for c in fm["cells"]:
+            if c["build"] == "after" and c["load"] == "busy" and c["format"] == ".json.gz" and c["set"] in GOAL_BUSY:
+                b, goal = c["bytes_per_sample"]["median"], GOAL_BUSY[c["set"]]
+                add(f"≤ {goal:g} bytes per sample, the default output at 1 ms, busy ({c['set']})", f"≤ {goal:g}", b,
+                    None if b is None else b <= goal,
+                    f"record's .json.gz beside a busy load (a spinner per core, disk writes, loopback traffic), "
+                    f"median of {fm.get('trials')} recordings of {fm.get('trial_seconds')} s")
     pf = results.get("pftrace")
     if pf and "sets" in pf:
         for set_name, r in pf["sets"].items():

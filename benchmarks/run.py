@@ -30,6 +30,9 @@ Sections (issue 6):
     cold         the cache lines one tick touches, counted under cachegrind, not timed (bench_cold.py; builds
                  csrc/ with g++, so it is left out of --quick unless named with --only)
   9 density      bytes per sample of every output path at 1 kHz (host set), samples per deadline (issue 12)
+    formats      record's .json, .json.gz and .pftrace at 1 kHz on the idle machine and beside a busy load: bytes
+                 per sample and the drain thread's CPU, and the drain's work replayed per format and gzip level
+                 (issue 28; `bench_density.py --formats-only --before PYTHON` compares two builds)
     mark         sysprof.mark()/mark_instant() per call: no recorder, the Python and the native writer
     phases       by_phase() and the verdict on a synthetic trace
     frames       Batch.to_pandas(), read_trace() per row; Parquet/CSV/JSON bytes per sample
@@ -77,7 +80,7 @@ from bench_kstat import bench_kstat, print_kstat  # noqa: E402
 from bench_node_model import bench_node, print_node  # noqa: E402
 from bench_latest import bench_latest, print_latest  # noqa: E402
 from bench_cold import bench_cold, print_cold  # noqa: E402
-from bench_density import bench_density, print_density  # noqa: E402
+from bench_density import bench_density, bench_formats, bench_replay, print_density, print_formats, print_replay  # noqa: E402,E501
 from bench_mark import bench_mark, print_mark  # noqa: E402
 from bench_phases import bench_phases, print_phases  # noqa: E402
 from bench_frames import bench_frames, print_frames  # noqa: E402
@@ -92,7 +95,7 @@ from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
-            "node", "cold", "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay",
+            "node", "cold", "density", "formats", "mark", "phases", "frames", "pftrace", "smaps", "rundelay",
             "prometheus", "gpu", "budget", "integrations")
 # cold compiles csrc/ and runs under valgrind; integrations trains in the frameworks venv (built on first use):
 # minutes each; run them with --only
@@ -109,7 +112,9 @@ def config(quick: bool) -> Dict[str, Any]:
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0, 3, 2),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
                 "marker": (20_000, 1), "kstat": (3000, 2), "node": 3000, "node_quick": True,
-                "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
+                "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "formats": (1, 1.0, ("busy",), ("host",)),
+                "replay": (1.0, 1, ("host+lo",)),
+                "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
                 "smaps": {"reads": 100, "big_mib": 64}, "rundelay": {"reads": 100, "rounds": 1, "seconds": 0.3},
                 "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
@@ -120,7 +125,8 @@ def config(quick: bool) -> Dict[str, Any]:
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
             "marker": (100_000, 3), "kstat": (20_000, 4), "node": 20_000,
-            "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
+            "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "formats": (3, 8.0), "replay": (5.0, 7),
+            "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
             "smaps": {"reads": 2000, "big_mib": 1024}, "rundelay": {"reads": 2000, "rounds": 5, "seconds": 2.0},
             "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT,
@@ -188,7 +194,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
                 "writer": print_writer, "kstat": print_kstat, "node": print_node, "latest": print_latest, "cold": print_cold,
-                "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
+                "density": print_density, "formats": lambda r: print_replay(r["replay"]) + "\n" + print_formats(r),
+                "mark": print_mark, "phases": print_phases, "frames": print_frames,
                 "pftrace": print_pftrace, "smaps": print_smaps, "rundelay": print_rundelay, "prometheus": print_prometheus,
                 "gpu": print_gpu, "budget": print_budget, "integrations": print_integrations}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
@@ -212,6 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "latest": lambda: bench_latest(cfg, sysprof),
                    "cold": lambda: bench_cold(cfg["cold"]),
                    "density": lambda: bench_density(cfg, sysprof),
+                   "formats": lambda: dict(bench_formats(cfg), replay=bench_replay(cfg)),
                    "mark": lambda: bench_mark(cfg, sysprof),
                    "phases": lambda: bench_phases(cfg, sysprof),
                    "frames": lambda: bench_frames(cfg, sysprof),

@@ -17,7 +17,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat", "node",
-            "density", "mark", "phases", "frames", "pftrace", "smaps", "rundelay", "prometheus", "gpu", "budget")  # "cold", "integrations" only with --only (minutes)
+            "density", "formats", "mark", "phases", "frames", "pftrace", "smaps", "rundelay", "prometheus", "gpu", "budget")  # "cold", "integrations" only with --only (minutes)
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +270,30 @@ def test_main_entry_point():
     assert callable(mod.main)
     with pytest.raises(SystemExit):
         mod.main(["--help"])
+
+
+def test_formats(quick):
+    """The formats section's structure (no size or rate asserts, except what holds anywhere: gzip makes the JSON
+    smaller)."""
+    f = quick[0]["sections"]["formats"]
+    cells = {(c["load"], c["set"], c["format"], c["build"]): c for c in f["cells"]}
+    formats = {c["format"] for c in f["cells"]}
+    assert {".json", ".json.gz"} <= formats <= {".json", ".json.gz", ".pftrace"}
+    assert set(cells) == {("busy", "host", x, "after") for x in formats}
+    for c in cells.values():
+        assert min(c["samples"]) > 0
+        _dist_ok(c["bytes_per_sample"])
+    gz, js = (cells[("busy", "host", x, "after")]["bytes_per_sample"]["median"] for x in (".json.gz", ".json"))
+    assert gz < js
+    replay = f["replay"]["sets"]["host+lo"]
+    assert replay["rows"] > 0
+    assert {"json|after", "gzip 1|after", "gzip 6|after", "gzip 9|after"} <= set(replay["cells"])
+    for c in replay["cells"].values():
+        assert c["bytes_per_sample"] > 0
+        _dist_ok(c["cpu_percent"])
+    b = {k: replay["cells"][f"{k}|after"]["bytes_per_sample"] for k in ("json", "gzip 1", "gzip 9")}
+    assert b["gzip 9"] <= b["gzip 1"] < b["json"]
+    assert "## formats" in quick[1] and "drain thread's work, replayed" in quick[1]
 
 
 def test_compare_builds_same_core():

@@ -80,7 +80,7 @@ def test_default_output_name_never_follows_a_symlink(tmp_path):
     data = _precious(secret)
     cwd.mkdir()
     now = time.time()
-    taken = sorted({time.strftime("sysprof-%Y%m%d-%H%M%S.json", time.localtime(now + d)) for d in range(-1, 8)})
+    taken = sorted({time.strftime("sysprof-%Y%m%d-%H%M%S.json.gz", time.localtime(now + d)) for d in range(-1, 8)})
     for i, name in enumerate(taken):  # every name of these seconds: a link to the secret, or a dangling one
         (cwd / name).symlink_to(secret if i % 2 else tmp_path / f"gone-{i}")
     proc = subprocess.run(SYSPROF + ["record", "-q", "--", "true"], cwd=cwd, capture_output=True, text=True,
@@ -92,7 +92,7 @@ def test_default_output_name_never_follows_a_symlink(tmp_path):
     assert len(new) == 1 and all(os.path.islink(cwd / n) for n in taken)
     made = cwd / new.pop()
     assert not made.is_symlink() and made.name.startswith("sysprof-")
-    event(json.loads(made.read_text()), "sysprof stop")
+    event(json.loads(gzip.decompress(made.read_bytes())), "sysprof stop")
 
 
 @pytest.mark.parametrize("name", ["real.json", "real.json.gz"])
@@ -227,7 +227,7 @@ def test_repair_and_report_refuse_a_file_that_is_not_regular(tmp_path, command, 
 def test_default_output_names_never_collide(tmp_path):
     # every name of this second and the next few is taken: sysprof must add -1, -2, ... and not overwrite
     now = time.time()
-    taken = {time.strftime("sysprof-%Y%m%d-%H%M%S.json", time.localtime(now + d)) for d in range(-1, 8)}
+    taken = {time.strftime("sysprof-%Y%m%d-%H%M%S.json.gz", time.localtime(now + d)) for d in range(-1, 8)}
     for name in taken:
         (tmp_path / name).write_text("precious")
     procs = [subprocess.Popen(SYSPROF + ["record", "-q", "--", "true"], cwd=tmp_path, stderr=subprocess.PIPE,
@@ -237,10 +237,10 @@ def test_default_output_names_never_collide(tmp_path):
     names = set(os.listdir(tmp_path))
     assert all((tmp_path / n).read_text() == "precious" for n in taken)
     new = names - taken
-    assert len(new) == 3 and all(n.startswith("sysprof-") and n.endswith(".json") for n in new), new
-    assert all(n[:-len(".json")].rsplit("-", 1)[-1] in ("1", "2", "3") for n in new), new
+    assert len(new) == 3 and all(n.startswith("sysprof-") and n.endswith(".json.gz") for n in new), new
+    assert all(n[:-len(".json.gz")].rsplit("-", 1)[-1] in ("1", "2", "3") for n in new), new
     for n in new:
-        event(json.loads((tmp_path / n).read_text()), "sysprof stop")
+        event(json.loads(gzip.decompress((tmp_path / n).read_bytes())), "sysprof stop")
 
 
 def test_output_directory_and_stdout_are_refused(tmp_path):

@@ -135,8 +135,8 @@ def test_max_size_default_name_is_a_free_stem(tmp_path):
     proc = run_cli("record", "--max-size", "1M", "-d", "0.3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     (part,) = tmp_path.iterdir()
-    assert part.name.startswith("sysprof-") and part.name.endswith(".part0001.json")
-    assert event(json.loads(part.read_text()), "sysprof stop")["args"]["part"]["index"] == 1
+    assert part.name.startswith("sysprof-") and part.name.endswith(".part0001.json.gz")
+    assert event(read_trace(part), "sysprof stop")["args"]["part"]["index"] == 1
 
 
 def test_report_reads_parts_as_one_recording():

@@ -417,16 +417,22 @@ def test_recorded_trace_matches_trace_data(tmp_path):
     assert proc.returncode == 0, proc.stderr
     from sysprof.trace.chrome import read_trace as read_events
 
-    data = TraceData(read_events(trace))
+    from sysprof.trace.schema import SAMPLES_EVENT, sample_times_ns
+
+    events = read_events(trace)
+    data = TraceData(events)
     df = sysprof.read_trace(trace)
     times = data.timestamps()
     assert all(t == int(t) for t in times.tolist())  # whole µs at the default 1 ms interval
-    assert df.index.asi8.tolist() == [int(t) * 1000 for t in times.tolist()]
+    samples = [t for e in events if e.get("name") == SAMPLES_EVENT for t in sample_times_ns(e["args"])]
+    assert df.index.asi8.tolist() == samples  # a row per sample (a sample where nothing changed has no event)
+    assert {int(t) * 1000 for t in times.tolist()} <= set(samples)  # every event at a sample's time
+    rows = df.index.asi8 // 1000
     assert list(df.columns) == list(data.series)
     assert df.attrs["meta"] == data.meta and df.attrs["meta"]["channels"]
     for ch, (t, v) in data.series.items():
         held = pd.Series(v, index=t).groupby(level=0).last()  # an event's value, the last at its time
-        want = held.reindex(times, method="ffill")  # held from each event until the next (NaN included)
+        want = held.reindex(rows, method="ffill")  # held from each event until the next (NaN included)
         got = df[ch].to_numpy()
         assert np.array_equal(got, want.to_numpy(), equal_nan=True), ch
         assert df.attrs["units"][ch] == data.units[ch]

@@ -1,6 +1,7 @@
 """The trace file of ``sysprof record``: created exclusively or opened without truncating, never through a
-symbolic link, locked (flock) while recorded, named ``sysprof-YYYYmmdd-HHMMSS[-N].json`` by default; with
-``--max-size`` the numbered parts of one recording (:class:`_Parts`); the free-space floor (:class:`_SpaceGuard`)."""
+symbolic link, locked (flock) while recorded, named ``sysprof-YYYYmmdd-HHMMSS[-N].json.gz`` by default (gzipped
+Chrome JSON, which Perfetto's UI, chrome://tracing and every sysprof reader open); with ``--max-size`` the numbered
+parts of one recording (:class:`_Parts`); the free-space floor (:class:`_SpaceGuard`)."""
 from __future__ import annotations
 
 import errno
@@ -9,6 +10,10 @@ import stat
 import time
 
 from .common import CLIError
+
+
+#: the suffix of ``record``'s default output name: gzipped Chrome JSON (``-o`` keeps the name given)
+DEFAULT_SUFFIX = ".json.gz"
 
 
 class _Output:
@@ -153,21 +158,21 @@ def _symlink_error(path: str) -> CLIError:
 
 
 def _open_output(output, force, max_size=None):
-    """The :class:`_Output` for ``-o`` (None: a new ``sysprof-YYYYmmdd-HHMMSS[-N].json`` in the current directory,
-    the first such name that is not taken by anything, symbolic links included: created exclusively); with
-    ``max_size``, the :class:`_Parts` of that name, its first part open."""
+    """The :class:`_Output` for ``-o`` (None: a new ``sysprof-YYYYmmdd-HHMMSS[-N]`` + :data:`DEFAULT_SUFFIX` in the
+    current directory, the first such name that is not taken by anything, symbolic links included: created
+    exclusively); with ``max_size``, the :class:`_Parts` of that name, its first part open."""
     if output is not None:
         return _Output(output, force) if max_size is None else _Parts(output, max_size)
     stem = time.strftime("sysprof-%Y%m%d-%H%M%S")
     for n in range(10000):
-        path = f"{stem}.json" if n == 0 else f"{stem}-{n}.json"
+        path = f"{stem}{DEFAULT_SUFFIX}" if n == 0 else f"{stem}-{n}{DEFAULT_SUFFIX}"
         try:
             return _Output(path, False) if max_size is None else _Parts(path, max_size)
         except CLIError:
             if os.path.lexists(path) if max_size is None else _parts_taken(path):
                 continue
             raise
-    raise CLIError(f"cannot find an unused name {stem}-N.json; give -o TRACE")
+    raise CLIError(f"cannot find an unused name {stem}-N{DEFAULT_SUFFIX}; give -o TRACE")
 
 
 def _split_ext(output: str) -> tuple:

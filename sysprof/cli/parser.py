@@ -43,10 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "ignore them, a second one sends it SIGTERM and a third SIGKILL.")
     r.add_argument("-o", "--output", metavar="TRACE",
                    help="trace file (.json, .json.gz for gzip, or .pftrace for Perfetto's protobuf format; not '-'); "
-                        "default: a new "
-                        "sysprof-YYYYmmdd-HHMMSS.json in the current directory (-1, -2, ... added if that "
-                        "exists; never overwritten). A symbolic link at TRACE, even a dangling one, is refused: "
-                        "sysprof never writes through a link. The trace is locked (flock) while recorded: a "
+                        "default: a new sysprof-YYYYmmdd-HHMMSS.json.gz (gzipped JSON, which Perfetto's UI and "
+                        "chrome://tracing open) in the current directory (-1, -2, ... added if that exists; never "
+                        "overwritten). A symbolic link at TRACE, even a dangling one, is refused: sysprof never "
+                        "writes through a link. The trace is locked (flock) while recorded: a "
                         "second 'record' on it fails before its command starts. The trace holds the command "
                         "line, every argument included")
     r.add_argument("-f", "--force", action="store_true",

@@ -16,7 +16,7 @@ import uuid
 from ..distributed import rank_info
 from ..report import format_seconds, human_bytes
 from ..report.table import round_up_125
-from ..sampling.registry import SOURCES
+from ..sampling.registry import SOURCES, decimals_of, source_of
 from ..text import text
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
@@ -277,7 +277,8 @@ class _Recording:
         follows = any(c.startswith(on_track) for c in channels) if on_track else False
         self.builder = EventBuilder(channels, system_pid=self.my_pid,
                                     process_pid=self.proc_pid if follows else None,
-                                    float_ts=self.float_ts, changes_only=not args.every_row)
+                                    float_ts=self.float_ts, changes_only=not args.every_row,
+                                    decimals=_decimals(channels, self.sampler))
         exact = getattr(self.writer, "timestamp", None)
         if exact is not None:  # a writer that keeps every ns (.pftrace) gets them
             self.builder.ts = self._ts = exact
@@ -387,7 +388,7 @@ class _Recording:
                 if self.stopped is None and self.parts is not None and self.parts.full():
                     self._next_part()
                 stats = sampler.stats
-                self.status.update(now - t0, self.builder.rows, stats, self.writer.bytes_written)
+                self.status.update(now - t0, self.builder.rows, stats, self._bytes_shown())
                 if not self.missed_warned and now - t0 >= MISSED_MIN_SECONDS:
                     self._warn_missed(stats, now - t0, live=True)
             if self.writer.closed and child is None:
@@ -407,6 +408,12 @@ class _Recording:
                     timeout.reached = True
                     return
                 signals.send(timeout.step())  # keep recording while the command shuts down
+
+    def _bytes_shown(self) -> int:
+        """The status line's bytes: the trace's on disk as flushed (gzip: compressed), else the writer's count (a
+        device; a flight recording's folder: its dumps')."""
+        size = getattr(self.out, "size", None)
+        return size() if size is not None and self.out.regular else self.writer.bytes_written
 
     def _write_rows(self, batch, stop_ns=None) -> None:
         """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
@@ -681,6 +688,12 @@ class _Status:
             sys.stderr.flush()
             self.shown = False
 
+
+
+def _decimals(channels, sampler) -> list:
+    """The decimals each channel is written to (``registry.decimals_of`` at its source's interval)."""
+    intervals = dict(getattr(sampler, "intervals", None) or {})
+    return [decimals_of(c, intervals.get(source_of(c), sampler.interval)) for c in channels]
 
 
 def _event_ts(event):

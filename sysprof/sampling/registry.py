@@ -20,13 +20,14 @@ Units are display symbols of the Prometheus base units in the names: ``B``, ``B/
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Dict, Iterable, Optional, Tuple
 
 __all__ = ["ChannelSpec", "OptionSpec", "SourceSpec", "SOURCES", "DEFAULT_SOURCES", "channel_spec", "unit_of",
-           "source_of", "source_available"]
+           "source_of", "source_available", "decimals_of"]
 
 KINDS = ("gauge", "counter", "counter32", "ticks", "rate")
 
@@ -475,6 +476,33 @@ def source_available(source: str, channels) -> bool:
     spec = SOURCES.get(source)
     prefixes = spec.prefixes if spec else (f"{source}/",)
     return any(str(c).startswith(prefixes) for c in channels)
+
+
+#: decimals a trace writes of a channel, by unit (:func:`decimals_of`): each finer than what any source measures
+#: (``%``: shares of scheduler ticks, in steps of 100 / the ticks a read sees, 0.01 or more up to 10,000 ticks, and
+#: the exact ticks are the same event's ``*_seconds_total``; ``s/s``: PSI's µs over its 20 ms window are 5e-5;
+#: ``s``: the ns, NVML's, the finest any source counts; ``B`` and ``Hz``: whole, as every source counts them;
+#: ``W``, ``J``: NVML's mW and mJ). A unit not here (counts, load averages, ``°C``) is written as sampled: the
+#: fewest digits that read back as the same double.
+UNIT_DECIMALS = {"%": 2, "s/s": 6, "s": 9, "B": 0, "Hz": 0, "W": 3, "J": 3}
+#: the units of counter rates (whole units counted over an interval, divided by it)
+RATE_UNITS = ("B/s", "/s")
+#: a counter rate is written to this fraction of its step (one unit per interval) or finer
+RATE_STEP_FRACTION = 1e-3
+
+
+def decimals_of(channel: str, interval_s: float) -> Optional[int]:
+    """Decimals of ``channel``'s values in a trace sampled every ``interval_s`` seconds (its source's interval):
+    :data:`UNIT_DECIMALS` of its unit; a counter rate (:data:`RATE_UNITS`) to :data:`RATE_STEP_FRACTION` of one
+    unit per interval (0 decimals at 1 ms, 1 at 10 ms, 3 at 1 s), so ``round(rate * dt)`` still gives the count of
+    an interval ``dt`` up to 500 intervals long. None: written as sampled (a unit with no rule, a channel the
+    registry does not know, an interval that is not positive)."""
+    unit = unit_of(channel)
+    if unit in RATE_UNITS:
+        if not interval_s > 0:
+            return None
+        return max(0, math.ceil(math.log10(interval_s / RATE_STEP_FRACTION) - 1e-9))
+    return UNIT_DECIMALS.get(unit)
 
 
 def channels_markdown() -> str:

@@ -17,7 +17,9 @@ Renderers over a layout:
 * :func:`counter_event`: one counter event dict, the only place a counter event is spelled out.
 
 Every renderer follows the NaN rule (:func:`~sysprof.trace.chrome.counter_args`): NaN and +/-inf keys are left out,
-an event with no key left is not written.
+an event with no key left is not written. :class:`EventRenderer` writes a whole value (within 2^53) as an integer
+(``4096``, not ``4096.0``: the same number to every JSON reader) and, given ``decimals``, each value at its
+channel's resolution (:class:`Quantiser`).
 
 Values at the time they were true: a track with a :data:`~sysprof.trace.schema.READING_TIME_KEY` channel (each GPU's
 ``reading_time_seconds``, the wall-clock time its values were read) is stamped with that time, not the row's: the GPU
@@ -35,7 +37,8 @@ from typing import Any, Optional, Sequence
 from .chrome import counter_args, encode_event
 from .schema import READING_TIME_KEY, join_channel, reading_times_ns, split_channel, units_event
 
-__all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "counter_event"]
+__all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "Quantiser", "counter_event",
+           "numbers"]
 
 PRESETS = ("sysprof", "composer")
 
@@ -260,6 +263,54 @@ def new_readings(track_ns):
     return fresh
 
 
+class Quantiser:
+    """Values rounded to a number of decimals per column (``decimals[i]``: column ``i``'s, None: as it is).
+
+    ``round(x * 10**d) / 10**d``, the double nearest the decimal with ``d`` places, whose shortest repr (what JSON
+    writes) has at most ``d`` of them; a value too large for that to be exact (``|x| * 10**d >= 2**52``) is kept as
+    it is, and so are NaN and +/-inf. ``-0.0`` becomes ``0.0``."""
+
+    def __init__(self, decimals: Sequence[Optional[int]]) -> None:
+        import numpy as np
+
+        by: dict = {}
+        for i, d in enumerate(decimals):
+            if d is not None:
+                by.setdefault(int(d), []).append(i)
+        self.groups = [(np.asarray(cols, dtype=np.intp), 10.0 ** d) for d, cols in sorted(by.items())]
+
+    def __call__(self, values):
+        """A rounded copy of ``values`` (rows x columns, float64); ``values`` is left as it is."""
+        import numpy as np
+
+        out = np.array(values, dtype=np.float64)  # a copy: the caller's rows stay as sampled
+        for cols, scale in self.groups:
+            block = out[:, cols]
+            scaled = block * scale
+            with np.errstate(invalid="ignore"):
+                exact = np.abs(scaled) < 2.0 ** 52  # False for NaN and +/-inf
+            out[:, cols] = np.where(exact, np.rint(scaled) / scale, block)
+        out += 0.0  # -0.0 -> 0.0
+        return out
+
+
+def numbers(block) -> list:
+    """Rows of ``block`` (rows x columns, float64) as lists of Python numbers for JSON: a whole value within 2^53
+    as an ``int`` (``4096``: two characters less than ``4096.0``, the same number to every reader), the others as
+    ``float``."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        whole = (block == np.rint(block)) & (np.abs(block) < 2.0 ** 53)
+    if not whole.any():
+        return block.tolist()
+    if whole.all():
+        return block.astype(np.int64).tolist()
+    out = block.astype(object)
+    out[whole] = block[whole].astype(np.int64).astype(object)
+    return out.tolist()
+
+
 class Changes:
     """The changes-only rule, one state per trace file and track layout (every changes-only renderer uses it).
 
@@ -330,10 +381,12 @@ class EventRenderer:
     NaN and +/-inf values are left out of an event (:func:`~sysprof.trace.chrome.counter_args`); a row with no
     value left writes nothing, except ``"args": {}`` when the track had values before: the old values end there.
     ``rows`` counts the sample rows seen (the samples written). ``pid``/``tid`` of tracks without their own pid:
-    ``pid``, ``tid``."""
+    ``pid``, ``tid``. ``decimals``: per column of the layout (:attr:`TrackLayout.columns`), the decimals its values
+    are written to (:class:`Quantiser`; None: as sampled), before the changes are found, so a value that moved
+    less than that is no change. Whole values are written as integers (:func:`numbers`)."""
 
     def __init__(self, layout: TrackLayout, float_ts: bool = False, changes_only: bool = True, pid: Any = 0,
-                 tid: Any = 0) -> None:
+                 tid: Any = 0, decimals: Optional[Sequence[Optional[int]]] = None) -> None:
         import numpy as np
 
         self.layout = layout
@@ -344,6 +397,8 @@ class EventRenderer:
                          np.arange(lo, hi, dtype=np.intp), t.keys)
                         for t, (_, _, _, lo, hi) in zip(layout.tracks, layout.series)]
         self._changes = Changes([(lo, hi) for _, _, _, lo, hi in layout.series])
+        self._quantise = Quantiser(decimals) if decimals is not None and any(d is not None for d in decimals) \
+            else None
         self._last_ts_ns = None
 
     def ts(self, t_ns: int):
@@ -361,6 +416,8 @@ class EventRenderer:
         ts_ns = batch.timestamps_ns.tolist()
         ts = [self.ts(t) for t in ts_ns]
         values = self.layout.project(batch.values)
+        if self._quantise is not None:
+            values = self._quantise(values)
         mask = self._changes.mask(values) if self.changes_only else None
         track_ns = self.layout.track_times_ns(batch.timestamps_ns, batch.values)
         self._last_ts_ns = ts_ns[-1]
@@ -374,7 +431,7 @@ class EventRenderer:
                 rows = range(n) if own is None else np.flatnonzero(new_readings(own)).tolist()
             if len(rows):
                 at = ts if own is None else [self.ts(t) for t in own.tolist()]
-                for r, v in zip(rows, values[rows][:, idx].tolist()):
+                for r, v in zip(rows, numbers(values[rows][:, idx])):
                     args = rule(g, keys, v)
                     if args is not None:
                         out.append((r, counter_event(name, at[r], pid, tid, args, cat)))
@@ -398,7 +455,7 @@ class EventRenderer:
         if not self.changes_only or self._changes.prev is None:
             return []
         t = self.ts(self._last_ts_ns)
-        last = self._changes.prev.tolist()
+        last = numbers(self._changes.prev[None, :])[0]
         out = []
         for g in self._changes.finish_tracks():
             name, pid, tid, cat, idx, keys = self._tracks[g]
@@ -411,12 +468,15 @@ class EventRenderer:
 class EventBuilder(EventRenderer):
     """``sysprof record``'s renderer: the ``"sysprof"`` preset over ``channels`` (see :class:`EventRenderer`).
 
-    ``groups``: ``(name, pid, column indices, keys)`` per track."""
+    ``decimals``: per channel (in ``channels``' order), the decimals its values are written to (None: as sampled;
+    ``sampling.registry.decimals_of`` gives each channel's). ``groups``: ``(name, pid, column indices, keys)`` per
+    track."""
 
     def __init__(self, channels, system_pid: int, process_pid=None, float_ts: bool = False,
-                 changes_only: bool = True):
+                 changes_only: bool = True, decimals: Optional[Sequence[Optional[int]]] = None):
         layout = TrackLayout(channels, "sysprof", system_pid=system_pid, process_pid=process_pid)
-        super().__init__(layout, float_ts=float_ts, changes_only=changes_only, pid=system_pid)
+        super().__init__(layout, float_ts=float_ts, changes_only=changes_only, pid=system_pid,
+                         decimals=None if decimals is None else [decimals[c] for c in layout.columns])
         import numpy as np
 
         self.system_pid = system_pid
