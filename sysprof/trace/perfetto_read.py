@@ -10,7 +10,7 @@ from .chrome import _open_trace
 from .perfetto import (INCREMENTAL_CLOCK, METADATA_TRACK, RESIDUAL, PathLike, TraceTime, _key_from_channel,
                        annotation_value, protos)
 
-__all__ = ["read_events", "iter_packets"]
+__all__ = ["read_events", "iter_events", "iter_packets"]
 
 log = logging.getLogger(__name__)
 
@@ -388,29 +388,49 @@ def read_events(path: PathLike) -> list:
         ValueError: not a Perfetto protobuf trace, or not one of sysprof's (a track event on a track it never
             declared, a value where sysprof writes none).
     """
+    return list(iter_events(path))
+
+
+def iter_events(path: PathLike):
+    """:func:`read_events`, one event at a time as the packets are read (memory: the file's bytes, one inflated
+    chunk and the events of one packet); the warning comes once the last event has been taken.
+
+    Raises (while iterating): as :func:`read_events` (a trace that is no sysprof one, or all damage, once its end
+    is reached without an event).
+    """
     with _open_trace(path) as f:
         data = f.read()
     scan = _scan(data)
     reader = _Reader()
-    refused, junk, first = 0, 0, None
+    events = reader.events
+    read = refused = junk = 0
+    first = None
     for packet in itertools.chain(scan.packets(), [False]):
         try:
-            if packet is False or junk > MAX_JUNK + 4 * len(reader.events):  # the end (or a bomb of empty packets)
+            if packet is False or junk > MAX_JUNK + 4 * read:  # the end (or a bomb of empty packets)
                 reader.finish_counter()
                 scan.damaged += packet is not False
-                break
-            junk += not reader.packet(packet)
+                stop = True
+            else:
+                junk += not reader.packet(packet)
+                stop = False
         except (KeyError, AttributeError, TypeError, ValueError, IndexError, RecursionError) as e:
             refused += 1  # not what sysprof writes (a value changed unnoticed in an uncompressed trace): skipped
             junk += 1
             first = first or (f"unknown track {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}")
-    if refused and not reader.events:
+            stop = False
+        if events:
+            read += len(events)
+            yield from events
+            events.clear()
+        if stop:
+            break
+    if refused and not read:
         raise ValueError(f"{path}: not a sysprof Perfetto trace ({first})")
-    if scan.damaged and not reader.events:
+    if scan.damaged and not read:
         raise ValueError(f"{path}: damaged: no packet of it reads ({scan.damaged} damaged part"
                          f"{'s' if scan.damaged > 1 else ''})")
     if scan.damaged or refused:
         n = scan.damaged + refused
         log.warning("%s: %d damaged part%s skipped (the events in %s are lost; the rest is read)", path, n,
                     "s" if n > 1 else "", "them" if n > 1 else "it")
-    return reader.events
