@@ -39,6 +39,7 @@ HOST = dict(cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True,
 INTERVAL_NS = 1_000_000
 STEP_NS, LOADER_NS = 100_000_000, 10_000_000
 OPS = ("report", "by", "export-parquet", "export-csv", "read_trace")
+DEFAULT_OPS = ("report", "by", "export-parquet", "read_trace")  # export-csv: pandas' float formatting, slow
 FORMATS = ("json", "every-row", "pftrace")
 
 
@@ -169,12 +170,12 @@ run(warm)  # the modules and caches the operation loads on first use: not the tr
 with open("/proc/self/clear_refs", "w") as f:  # VmHWM := VmRSS
     f.write("5")
 base = status("VmRSS")
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 frame, said = run(trace)
-wall = time.perf_counter() - t
+wall, cpu = time.perf_counter() - t, time.process_time() - cpu
 peak = status("VmHWM")
-print(json.dumps({"peak_bytes": peak - base, "seconds": wall, "frame_bytes": frame, "base_rss": base,
-                  "out": said[-400:]}))
+print(json.dumps({"peak_bytes": peak - base, "seconds": wall, "cpu_seconds": cpu, "frame_bytes": frame,
+                  "base_rss": base, "out": said[-400:]}))
 """
 
 
@@ -215,6 +216,8 @@ def summarize(runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         out.append({"format": fmt, "op": op, "tree": tree, "samples": n,
                     "bytes_per_sample": last["peak_bytes"] / n, "slope_bytes_per_sample": slope,
                     "seconds": last["seconds"], "seconds_per_million": last["seconds"] / n * 1e6,
+                    "cpu_seconds": last["cpu_seconds"], "cpu_seconds_per_million": last["cpu_seconds"] / n * 1e6,
+                    "hour_cpu_seconds": last["cpu_seconds"] * HOUR / n if n < HOUR else last["cpu_seconds"],
                     "hour_seconds": last["seconds"] * HOUR / n if n < HOUR else last["seconds"],
                     "hour_peak_bytes": last["peak_bytes"] + per_sample * (HOUR - n) if n < HOUR else last["peak_bytes"],
                     "frame_bytes_per_sample": (last["frame_bytes"] / n) if last.get("frame_bytes") else None,
@@ -226,7 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", nargs="+", type=float, default=[1e4, 1e5, 1e6])
     ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
-    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS))
+    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(DEFAULT_OPS))
     ap.add_argument("--before", help="a source tree to measure as the baseline in the same run (with its .so)")
     ap.add_argument("--every-row-max", type=float, default=1e5,
                     help="longest every-row trace (default 1e5: its JSON is ~3 kB a sample, written at ~10 k/s)")
@@ -275,7 +278,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         print(f"  {op:15s} {name:6s} ERROR {got['error'][-300:]}", flush=True)
                         continue
                     extra = f"  (frame {got['frame_bytes'] / n:,.0f} B/sample)" if got.get("frame_bytes") else ""
-                    print(f"  {op:15s} {name:6s} {got['seconds']:8.2f} s  peak +{got['peak_bytes'] / 1e6:9.1f} MB "
+                    print(f"  {op:15s} {name:6s} {got['seconds']:8.2f} s ({got['cpu_seconds']:7.2f} s CPU)  peak "
+                          f"+{got['peak_bytes'] / 1e6:9.1f} MB "
                           f"= {got['peak_bytes'] / n:9.1f} B/sample  (load {got['load_before']:.1f}){extra}",
                           flush=True)
             if not args.dir:
@@ -284,12 +288,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             os.remove(warm)
     results["summary"] = summarize(results["runs"])
     print("\nper (format, operation, tree): bytes per sample at the longest trace, the slope between the two longest "
-          "(per added sample), seconds per 10^6 samples, an hour at 1 kHz extrapolated linearly")
+          "(per added sample), wall (and CPU) seconds per 10^6 samples, an hour at 1 kHz extrapolated linearly "
+          "(its peak: the longest's plus the slope per sample more)")
     for r in results["summary"]:
         slope = "-" if r["slope_bytes_per_sample"] is None else f"{r['slope_bytes_per_sample']:.1f}"
         print(f"  {r['format']:9s} {r['op']:15s} {r['tree']:6s} n={r['samples']:>9,}  {r['bytes_per_sample']:8.1f} B/s"
-              f"ample  slope {slope:>7s}  {r['seconds_per_million']:7.1f} s/1e6  hour: {r['hour_seconds']:7.0f} s, "
-              f"{r['hour_peak_bytes'] / 1e9:6.2f} GB")
+              f"ample  slope {slope:>7s}  {r['seconds_per_million']:7.1f} s/1e6 ({r['cpu_seconds_per_million']:6.1f} "
+              f"CPU)  hour: {r['hour_seconds']:6.0f} s ({r['hour_cpu_seconds']:5.0f} CPU), "
+              f"{r['hour_peak_bytes'] / 1e9:5.2f} GB")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

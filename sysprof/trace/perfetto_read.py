@@ -222,6 +222,7 @@ class _Reader:
         self.pending = None             # (group uuid, ns) of the counter event being assembled
         self.carried = None             # the pending counter's group, its values from before the state was cleared
         self.lost = False               # packets were lost: those needing incremental state wait for it cleared
+        self.groups: dict = {}          # counter track uuid -> its group's uuid; group uuid -> (name, pid, tid)
 
     def packet(self, p) -> bool:
         """Take packet ``p`` (None: a damaged one); whether it holds anything sysprof writes."""
@@ -252,6 +253,7 @@ class _Reader:
         if p.HasField("track_descriptor"):
             self.tracks[p.track_descriptor.uuid] = p.track_descriptor
             self.keys.pop(p.track_descriptor.uuid, None)
+            self.groups.clear()
             used = True
         if p.HasField("track_event"):
             used = True
@@ -284,11 +286,15 @@ class _Reader:
 
     # ---- counters
     def counter(self, te, ns: int) -> None:
-        values = [(te.track_uuid, float(te.counter_value) if te.HasField("counter_value")
-                   else te.double_counter_value)]
-        values += [(u, float(v)) for u, v in zip(te.extra_counter_track_uuids, te.extra_counter_values)]
-        values += list(zip(te.extra_double_counter_track_uuids, te.extra_double_counter_values))
-        group = self.tracks[te.track_uuid].parent_uuid
+        uuid = te.track_uuid
+        values = [(uuid, float(te.counter_value) if te.HasField("counter_value") else te.double_counter_value)]
+        if te.extra_counter_track_uuids:
+            values += [(u, float(v)) for u, v in zip(te.extra_counter_track_uuids, te.extra_counter_values)]
+        if te.extra_double_counter_track_uuids:
+            values += list(zip(te.extra_double_counter_track_uuids, te.extra_double_counter_values))
+        group = self.groups.get(uuid)
+        if group is None:
+            group = self.groups[uuid] = self.tracks[uuid].parent_uuid
         pending = self.pending
         if pending is None or pending[0] != group or pending[1] != ns:
             self.finish_counter()
@@ -306,7 +312,7 @@ class _Reader:
             else:
                 state[key] = value
         if group not in self.cats:
-            cats = self.tracks[te.track_uuid].counter.categories
+            cats = self.tracks[uuid].counter.categories
             self.cats[group] = cats[0] if len(cats) else None
 
     def finish_counter(self) -> None:
@@ -314,9 +320,11 @@ class _Reader:
             return
         group, ns = self.pending
         self.pending = None
-        desc = self.tracks[group]
-        pid, tid = self.owner(desc.parent_uuid)
-        event = {"name": desc.name, "ph": "C", "ts": TraceTime(ns), "pid": pid, "tid": tid,
+        owner = self.groups.get(("g", group))
+        if owner is None:
+            desc = self.tracks[group]
+            owner = self.groups[("g", group)] = (desc.name,) + self.owner(desc.parent_uuid)
+        event = {"name": owner[0], "ph": "C", "ts": TraceTime(ns), "pid": owner[1], "tid": owner[2],
                  "args": dict(self.state[group])}
         if self.carried == group:  # its values were from before the state was cleared: gone now
             del self.state[group]
