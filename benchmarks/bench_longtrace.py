@@ -34,8 +34,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-HOST = dict(cpu=True, per_cpu=True, memory=True, disk=True, net=True, load=True, process=False,
-            process_tree=False, pressure=False, cgroup=False, vmstat=False, gpu=False)
+if HERE not in sys.path:  # run as a script: its siblings
+    sys.path.insert(0, HERE)
 INTERVAL_NS = 1_000_000
 STEP_NS, LOADER_NS = 100_000_000, 10_000_000
 OPS = ("report", "by", "export-parquet", "export-csv", "read_trace")
@@ -44,22 +44,12 @@ FORMATS = ("json", "every-row", "pftrace")
 
 
 def record_rows(seconds: float):
-    """``(timestamps_ns, values, channels)``: ``seconds`` of host-set rows at 1 kHz from this machine."""
+    """``(values, channels)``: ``seconds`` of host-set rows at 1 kHz from this machine (bench_frames' recording)."""
     import sysprof
+    from bench_frames import _record
 
-    s = sysprof.Sampler(interval=1e-3, **HOST)
-    parts = []
-    s.start()
-    try:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            time.sleep(0.2)
-            parts.append(s.drain())
-    finally:
-        s.stop()
-        parts.append(s.drain())
-    values = np.concatenate([b.values for b in parts])
-    return values, tuple(s.channels)
+    batch, _ = _record(sysprof, seconds)
+    return batch.values, tuple(batch.channels)
 
 
 def _spans(t0_ns: int, t1_ns: int, pid: int) -> list:

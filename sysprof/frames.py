@@ -266,6 +266,15 @@ class TraceFrame:
     def columns(self) -> list:
         return [name for _, name, _, _ in self._channels]
 
+    def time_unit(self) -> str:
+        """The resolution of the frame's times, the coarsest that shows them all exactly: ``"s"``, ``"ms"``,
+        ``"us"`` or ``"ns"`` (what pandas writes a time index with)."""
+        ts = self._ts_ns
+        for unit, step in (("ns", 1000), ("us", 1_000_000), ("ms", 1_000_000_000)):
+            if np.remainder(ts, step).any():
+                return unit
+        return "s"
+
     def select(self, keep) -> None:
         """Keep only the columns whose names ``keep(name)`` accepts (their units too)."""
         self._channels = [c for c in self._channels if keep(c[1])]
@@ -419,9 +428,16 @@ def csv_text(df) -> str:
     return df.to_csv(**_csv_options())
 
 
-def write_csv(frames, out) -> None:
+def write_csv(frames, out, unit: Optional[str] = None) -> None:
     """Write ``frames`` (the blocks of one frame, or one frame) to the writable binary file ``out`` as the CSV text
-    :func:`csv_text` gives for the whole frame (one header row)."""
+    :func:`csv_text` gives for the whole frame (one header row). ``unit``: the whole frame's time resolution
+    (:meth:`TraceFrame.time_unit`), so that every block writes its times with the digits the whole frame's have
+    (pandas gives a frame the fewest that show all its times exactly); None: each block's own."""
+    pd = require_pandas()
     options = _csv_options()
     for i, df in enumerate(frames):
+        if unit is not None:
+            text = np.datetime_as_string(df.index.asi8.view("datetime64[ns]"), unit=unit)
+            text = np.char.add(np.char.replace(text, "T", " "), "+00:00")
+            df = df.set_axis(pd.Index(text, name=df.index.name), axis=0)
         out.write(df.to_csv(header=i == 0, **options).encode())

@@ -365,6 +365,33 @@ def test_frame_blocks_are_the_frame(tmp_path):
     pd.testing.assert_frame_equal(every, whole, check_exact=True)
 
 
+def test_csv_blocks_write_the_times_of_the_whole_frame():
+    """pandas writes a time index with the fewest digits that show all its times: a block of whole ms among others
+    with ns must write ns, as the whole frame does."""
+    pd = pytest.importorskip("pandas")
+    from sysprof.frames import csv_text, write_csv
+
+    for times, unit in (([1, 2, 3], "s"), ([1.001, 2, 3], "ms"), ([1, 2, 3.000001], "us"),
+                        ([1, 2.5, 3.000000001], "ns")):
+        ns = [T0 * 1000 + round(t * 1e9) for t in times]
+        idx = pd.DatetimeIndex(np.array(ns, dtype=np.int64).view("datetime64[ns]"), name="time").tz_localize("UTC")
+        df = pd.DataFrame({"a": [1.0, NAN, 2.5]}, index=idx)
+        out = io.BytesIO()
+        write_csv([df.iloc[:1], df.iloc[1:2], df.iloc[2:]], out, unit)
+        assert out.getvalue().decode() == csv_text(df)
+    assert csv_text(df).splitlines()[1] == "2025-12-01 14:40:01.000000000+00:00,1.0"
+
+
+def test_frame_time_unit(tmp_path):
+    from sysprof.frames import TraceFrame
+
+    d = TraceData(iter_events(_write(tmp_path / "t.json", 50)))
+    assert TraceFrame(d).time_unit() == "ms"  # whole ms
+    events = [c("cpu", 1000, percent=1.0), c("cpu", 1000.25, percent=2.0)]
+    assert TraceFrame(TraceData(events)).time_unit() == "ns"
+    assert TraceFrame(TraceData(events[:1])).time_unit() == "ms"
+
+
 def test_parquet_in_blocks_reads_back(tmp_path):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
@@ -399,6 +426,8 @@ def test_export_writes_blocks_of_a_long_table(tmp_path, monkeypatch):
     back.columns.name = "channel"
     want = sysprof.read_trace(trace)
     assert back.shape == want.shape == (2500, len(CHANNELS))
-    assert out.read_text().count("time,") == 1
+    text = out.read_text()
+    assert text.count("time,") == 1
+    assert text.splitlines()[1].startswith("2025-12-01 14:40:00.000+00:00,")  # whole ms: the whole table's digits
     assert np.array_equal(back.to_numpy(), want.to_numpy(), equal_nan=True)
     assert (back.index == want.index).all()

@@ -79,7 +79,13 @@ def cmd_export(args) -> int:
         raise CLIError(str(e)) from None
     except (OSError, ValueError, EOFError) as e:
         raise CLIError(f"cannot read {args.trace}: {e}") from None
-    write = write_parquet if fmt == "parquet" else write_csv
+    if fmt == "parquet":
+        write = write_parquet
+    else:
+        unit = table.time_unit()  # the whole table's: every block writes its times alike
+
+        def write(blocks, out):
+            write_csv(blocks, out, unit)
     if out == "-":
         sys.stdout.flush()
         write(table.blocks(), sys.stdout.buffer)
