@@ -152,8 +152,10 @@ class _Track:
             self.getter = itemgetter(*keys)
         block = None
         if all(cols[k] is not None for k in keys):
-            try:  # every event with every key: one conversion of the whole buffer
-                block = np.array(list(map(self.getter, args)), dtype=np.float64).reshape(n, len(keys)).T.copy()
+            try:  # every event with every key, every value a number: one conversion of the whole buffer
+                rows = map(self.getter, args)
+                block = np.fromiter(rows if len(keys) == 1 else chain.from_iterable(rows), dtype=np.float64,
+                                    count=n * len(keys)).reshape(n, len(keys)).T.copy()
             except (KeyError, TypeError, ValueError, OverflowError):
                 block = None
         if block is not None:
