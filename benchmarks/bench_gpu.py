@@ -93,6 +93,8 @@ def bench_gpu(cfg, sysprof) -> Dict[str, Any]:
                "sampling_thread_us_per_tick": dist(per_tick, "us")}
         del s
         out["driver_samples_us_per_device_read"] = _driver_samples_cost(sysprof, trials, seconds)
+        out["reading_age_ms"] = {load: _reading_age(sysprof, seconds, hogs)
+                                 for load, hogs in (("idle", 0), ("loaded", 2 * (os.cpu_count() or 1)))}
         return out
     finally:
         if saved is None:
@@ -125,16 +127,60 @@ def _driver_samples_cost(sysprof, trials: int, seconds: float) -> Dict[str, Any]
     return out
 
 
+def _hog() -> None:
+    while True:
+        pass
+
+
+def _reading_age(sysprof, seconds: float, hogs: int) -> Dict[str, Any]:
+    """How old each row's GPU reading is when the row takes it (row time - ``gpu/0/reading_time_seconds``, ms): what
+    a trace stamped with the rows' times (before issue 27.6) shifted the GPU values by; ``hogs`` busy processes
+    beside it. The sampler at 1 ms, the GPU at its 10 ms default."""
+    import multiprocessing as mp
+
+    import numpy as np
+
+    procs = [mp.get_context("fork").Process(target=_hog, daemon=True) for _ in range(hogs)]
+    for p in procs:
+        p.start()
+    try:
+        s = sysprof.Sampler(interval=1e-3, backend="native", cpu=False, memory=False, disk=False, net=False, gpu=True)
+        s.start()
+        time.sleep(max(seconds, 1.0) * 2)
+        s.stop()
+        b = s.drain()
+        del s
+    finally:
+        for p in procs:
+            p.kill()
+            p.join()
+    t = b.column("gpu/0/reading_time_seconds")
+    ok = np.isfinite(t)
+    age = (b.timestamps_ns[ok] / 1e9 - t[ok]) * 1e3
+    nan = int((~ok).sum())
+    if not age.size:
+        return {"rows": len(b), "nan_rows": nan}
+    return {"rows": len(b), "nan_rows": nan, "mean": float(age.mean()), "p50": float(np.percentile(age, 50)),
+            "p99": float(np.percentile(age, 99)), "max": float(age.max())}
+
+
 def print_gpu(res) -> str:
     rows = [["reader thread, CPU per device per reading", fd(res["reader_us_per_device_reading"])],
             ["sampling thread, per tick (the copy)", fd(res["sampling_thread_us_per_tick"])]]
     for backend, d in res.get("driver_samples_us_per_device_read", {}).items():  # every 0.5 s, reader thread
         if d["n"]:
             rows.append([f"reader thread, driver samples per device per read ({'pynvml' if backend == 'psutil' else backend})", fd(d)])
+    ages = [[load, f"{a['mean']:.2f}", f"{a['p50']:.2f}", f"{a['p99']:.2f}", f"{a['max']:.2f}",
+             f"{a['nan_rows']} of {a['rows']}"] for load, a in res.get("reading_age_ms", {}).items() if "mean" in a]
     what = ", ".join(w for w, on in (("health rows", res["health"]), ("GPM", res["gpm"])) if on) or "basics only"
+    after = ""
+    if ages:
+        after = ("\nAge of the GPU reading a row holds (ms; row time - reading_time_seconds; rows at 1 ms, GPU at "
+                 "10 ms; traces now stamp GPU values at the reading):\n\n"
+                 + table(["load", "mean", "p50", "p99", "max", "NaN rows (late)"], ages))
     return ("## GPU source cost (µs)\n\n" + table(["what", "median (p99, IQR, n trials)"], rows)
             + f"\n\n{res['library']} NVML, {res['devices']} devices, {res['channels']} channels ({what}); "
-              f"1 kHz for {res['trials']} × {fmt(res['seconds'])} s, {res['readings']} readings\n")
+              f"1 kHz for {res['trials']} × {fmt(res['seconds'])} s, {res['readings']} readings\n" + after)
 
 
 if __name__ == "__main__":  # python benchmarks/bench_gpu.py [--quick]

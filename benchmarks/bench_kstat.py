@@ -50,7 +50,9 @@ TARGETS = [(64, 500), (128, 1000), (224, 2000), (224, 5000), (448, 4000)]
 ACTIVE_BYTES = 8.0  # " " + 7 digits: an active IRQ's count on a long-running node (modelled)
 
 # A pread loop that times each read separately; one column per FILE:COUNT spec, reads interleaved so every
-# column sees the same machine. Prints the last read's byte count per spec on stderr.
+# column sees the same machine. COUNT 0 reads the whole file as sysprof's reader does (csrc/io/proc_file: preads
+# at growing offsets until one returns 0 or fewer than 4096 - 512 bytes, the end of a record-based seq file's
+# records). Prints the last read's byte count per spec on stderr.
 PROBE_C = r"""
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -66,14 +68,19 @@ int main(int argc, char** argv) {
   if (argc < 3 || argc > 18) { fprintf(stderr, "usage: kstat_probe ITERS FILE:COUNT...\n"); return 2; }
   long iters = atol(argv[1]); int nf = argc - 2, fd[16]; size_t cnt[16]; ssize_t last[16];
   for (int i = 0; i < nf; ++i) {
-    char* c = strrchr(argv[i + 2], ':'); if (!c) return 2; *c = 0; cnt[i] = strtoul(c + 1, 0, 10);
+    char* c = strrchr(argv[i + 2], ':'); if (!c) return 2; *c = 0; cnt[i] = strtoul(c + 1, 0, 10);  /* 0: all */
     if (cnt[i] > sizeof buf) cnt[i] = sizeof buf;
     fd[i] = open(argv[i + 2], O_RDONLY | O_CLOEXEC); if (fd[i] < 0) { perror(argv[i + 2]); return 1; }
   }
   long long* out = malloc(sizeof(long long) * (size_t)(iters > 0 ? iters : 1) * (size_t)nf);
   for (long k = -20; k < iters; ++k)
     for (int i = 0; i < nf; ++i) {
-      long long t0 = now_ns(); last[i] = pread(fd[i], buf, cnt[i], 0); long long t1 = now_ns();
+      long long t0 = now_ns();
+      if (cnt[i]) { last[i] = pread(fd[i], buf, cnt[i], 0); }
+      else { ssize_t n, off = 0;
+        do { n = pread(fd[i], buf + off, sizeof buf - (size_t)off, off); if (n > 0) off += n; } while (n >= 3584);
+        last[i] = off; }
+      long long t1 = now_ns();
       if (k >= 0) out[k * nf + i] = t1 - t0;
     }
   for (int i = 0; i < nf; ++i) fprintf(stderr, "%zd\n", last[i]);

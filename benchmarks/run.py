@@ -24,6 +24,9 @@ Sections (issue 6):
   7 writer       drained batches -> trace events -> file: samples/s and bytes/s
   8 kstat        the kernel's side of /proc/stat: one read's cost, where show_stat() spends it, and the
                  O(CPUs) + O(IRQs) model with estimates for large nodes (bench_kstat.py; never hotplugs)
+    node         the default sources' kernel cost per file, per CPU and per device line here (both ways of reading
+                 the disks, the root cgroup's cpu.stat beside /proc/stat), and the model of a 224-CPU, 16-disk,
+                 16-NIC node at the old and new defaults, with and without a CPU budget (bench_node_model.py)
     cold         the cache lines one tick touches, counted under cachegrind, not timed (bench_cold.py; builds
                  csrc/ with g++, so it is left out of --quick unless named with --only)
   9 density      bytes per sample of every output path at 1 kHz (host set), samples per deadline (issue 12)
@@ -67,6 +70,7 @@ from bench_markers import bench_marker, print_marker  # noqa: E402
 from bench_memory import bench_memory, bench_scaling, print_memory, print_scaling  # noqa: E402
 from bench_writer import bench_writer, print_writer  # noqa: E402
 from bench_kstat import bench_kstat, print_kstat  # noqa: E402
+from bench_node_model import bench_node, print_node  # noqa: E402
 from bench_latest import bench_latest, print_latest  # noqa: E402
 from bench_cold import bench_cold, print_cold  # noqa: E402
 from bench_density import bench_density, print_density  # noqa: E402
@@ -82,7 +86,7 @@ from bench_goals import goals, print_goals  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "latest.json")
 SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
-            "cold", "density", "mark", "phases", "frames", "pftrace", "smaps",
+            "node", "cold", "density", "mark", "phases", "frames", "pftrace", "smaps",
             "prometheus", "gpu", "integrations")
 # cold compiles csrc/ and runs under valgrind; integrations trains in the frameworks venv (built on first use):
 # minutes each; run them with --only
@@ -98,7 +102,7 @@ def config(quick: bool) -> Dict[str, Any]:
         return {"cost": (2, 300, 60, 300, 0.2), "interference": (3, 0.3), "timing": 1.0,
                 "memory": (100_000, 8.0, 10.0), "paced": (3, 1.0, 2.0, 3, 2),
                 "scaling": ([2, 64, 1024], [1, 16, 256], [1, 16, 256], 40), "writer": 1,
-                "marker": (20_000, 1), "kstat": (3000, 2),
+                "marker": (20_000, 1), "kstat": (3000, 2), "node": 3000, "node_quick": True,
                 "latest": (20_000, 300, 100), "cold": 100, "density": (1, 1.0), "mark": (20_000, 1000),
                 "phases": (5_000, 10, 2), "frames": {"seconds": 1.0, "trials": 2}, "pftrace": (1.0, 1, 2),
                 "smaps": {"reads": 100, "big_mib": 64}, "prometheus": (20, 1, 1.0), "gpu": (2, 0.5), "integrations": (2, 30),
@@ -107,7 +111,7 @@ def config(quick: bool) -> Dict[str, Any]:
             "memory": (1_000_000, 45.0, 60.0), "paced": (15, 1.5, 5.0, 30, 6),
             "scaling": ([2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], [1, 2, 4, 8, 16, 32, 64, 128, 256],
                         [1, 2, 4, 8, 16, 32, 64, 128, 256], 300), "writer": 3,
-            "marker": (100_000, 3), "kstat": (20_000, 4),
+            "marker": (100_000, 3), "kstat": (20_000, 4), "node": 20_000,
             "latest": (100_000, 2_000, 500), "cold": 300, "density": (3, 8.0), "mark": (200_000, 1000),
             "phases": (30_000, 20, 5), "frames": {"seconds": 3.0, "trials": 9}, "pftrace": (10.0, 3, 3),
             "smaps": {"reads": 2000, "big_mib": 1024}, "prometheus": (200, 3, 3.0), "gpu": (5, 1.0), "integrations": INTEGRATIONS_DEFAULT}
@@ -170,7 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx: Dict[str, Any] = {}
     printers = {"cost": print_cost, "paced": print_paced, "interference": print_interference,
                 "timing": print_timing, "marker": print_marker, "memory": print_memory, "scaling": print_scaling,
-                "writer": print_writer, "kstat": print_kstat, "latest": print_latest, "cold": print_cold,
+                "writer": print_writer, "kstat": print_kstat, "node": print_node, "latest": print_latest, "cold": print_cold,
                 "density": print_density, "mark": print_mark, "phases": print_phases, "frames": print_frames,
                 "pftrace": print_pftrace, "smaps": print_smaps, "prometheus": print_prometheus, "gpu": print_gpu, "integrations": print_integrations}
     probe = sysprof.Sampler(interval=1e-3, **NO_SOURCES)
@@ -190,6 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "scaling": lambda: bench_scaling(cfg, sysprof, ctx),
                    "writer": lambda: bench_writer(cfg, sysprof, ctx),
                    "kstat": lambda: bench_kstat(cfg),
+                   "node": lambda: bench_node(cfg),
                    "latest": lambda: bench_latest(cfg, sysprof),
                    "cold": lambda: bench_cold(cfg["cold"]),
                    "density": lambda: bench_density(cfg, sysprof),

@@ -3,27 +3,13 @@
 A native thread reads /proc (and NVML) into a lock-free ring buffer without touching the GIL;
 a thin Python layer drains it and speaks Composer's profiler API.
 """
-import sys as _sys
-
 from .sampling import Batch, Row, Sampler, native_available
 from .profiler import (Callback, CounterRows, Event, JSONTraceHandler, Marker, PerfettoTraceHandler, Profiler,
                        ProfilerAction, State, SystemProfiler, Timestamp, TraceHandler, cyclic_schedule, merge_traces,
                        profile)
-from .trace import chrome as chrome_trace
 from .frames import read_trace  # any trace file as a DataFrame (needs pandas: sysprof[pandas])
 from .markers import mark, mark_instant
-
-from . import profiler as _profiler, sampling as _sampling
-
-# The module paths of the flat package (before sysprof/{sampling,trace,profiler}/) keep importing:
-# ``import sysprof.chrome_trace``, ``from sysprof.json_trace_handler import JSONTraceHandler``, ...
-for _old, _new in (("chrome_trace", chrome_trace), ("sampler", _sampling.sampler),
-                   ("callback", _profiler.callback), ("schedule", _profiler.schedule), ("marker", _profiler.marker),
-                   ("trace_handler", _profiler.trace_handler), ("json_trace_handler", _profiler.json_trace_handler),
-                   ("system_profiler", _profiler.system_profiler)):
-    _sys.modules[f"{__name__}.{_old}"] = _new
-del _old, _new
-
+from .flight import dump  # a flight dump around now (sysprof.flight)
 
 
 def by_phase(trace, patterns):
@@ -42,10 +28,10 @@ def serve(listen="127.0.0.1:9464", **kwargs):
     return _serve(listen, **kwargs)
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place (pyproject.toml reads it)
 __all__ = [
     "Batch", "Row", "Sampler", "native_available",
     "Callback", "Event", "ProfilerAction", "cyclic_schedule", "Marker", "TraceHandler", "CounterRows",
     "JSONTraceHandler", "PerfettoTraceHandler", "merge_traces", "Profiler", "State", "Timestamp", "profile",
-    "SystemProfiler", "chrome_trace", "by_phase", "read_trace", "mark", "mark_instant", "serve", "__version__",
+    "SystemProfiler", "by_phase", "read_trace", "mark", "mark_instant", "dump", "serve", "__version__",
 ]

@@ -151,7 +151,7 @@ def _series_ns(data, times):
     if not exact:
         return None
     pairs = {id(t): (t, exact[ch]) for ch in data.series for t in (_changes(data.series, ch)[0],)
-             if exact.get(ch) is not None}
+             if exact.get(ch) is not None and len(exact[ch]) == len(t)}
     if not pairs:
         return None
     t = np.concatenate([t for t, _ in pairs.values()])

@@ -16,7 +16,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
-SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat",
+SECTIONS = ("cost", "paced", "latest", "interference", "timing", "marker", "memory", "scaling", "writer", "kstat", "node",
             "density", "mark", "phases", "frames", "pftrace", "smaps", "prometheus", "gpu")  # "cold", "integrations" only with --only (minutes)
 
 
@@ -200,6 +200,27 @@ def test_writer(quick):
     for r in w["modes"].values():
         _dist_ok(r["samples_per_s"])
         _dist_ok(r["bytes_per_s"])
+
+
+def test_node(quick):
+    n = quick[0]["sections"]["node"]
+    if not n["available"]:
+        assert n["reason"]
+        return
+    for d in n["here"]["reads"].values():
+        _dist_ok(d)
+    co = n["here"]["coefficients"]
+    assert co["proc_fixed_ns"] > 0 and co["meminfo_ns"] > 0
+    for f, (lo, hi) in n["node_us"].items():
+        assert 0 < lo <= hi, f
+    assert len(n["scenarios"]) == 4
+    for sc in n["scenarios"]:
+        for end in ("low", "high"):
+            r = sc[end]
+            assert set(r["cost_us"]) == {"cpu", "memory", "disk", "net"}
+            # the budget never adds cost: its intervals are at least the requested ones
+            assert r["budget"]["core_percent"] <= r["plain"]["core_percent"] * (1 + 1e-12)
+            assert all(r["budget_periods_s"][k] >= r["periods_s"][k] for k in r["periods_s"])
 
 
 def test_goals(quick):

@@ -71,10 +71,14 @@ def test_status_line_only_on_a_terminal(tmp_path):
     tty_out = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0
     assert "\r" in tty_out and " samples " in tty_out and " dropped " in tty_out
+    assert "sysprof: no command given: recording the whole machine into " in tty_out  # on a terminal too
 
     proc = run_cli("record", "-o", tmp_path / "b.json", "--duration", "1.2")  # stderr is a pipe
     assert proc.returncode == 0 and "\r" not in proc.stderr
-    assert proc.stderr.startswith("sysprof: wrote ") and proc.stderr.count("\n") == 1
+    lines = proc.stderr.splitlines()  # what it does (no command given), then the summary
+    assert lines[0] == (f"sysprof: no command given: recording the whole machine into {tmp_path / 'b.json'} for "
+                        "1.2 s (Ctrl-C or SIGTERM stops it sooner)")
+    assert lines[1].startswith("sysprof: wrote ")
     proc = run_cli("record", "-q", "-o", tmp_path / "c.json", "--duration", "0.3")
     assert proc.returncode == 0 and proc.stderr == ""
 

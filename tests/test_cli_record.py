@@ -203,7 +203,7 @@ def test_bad_input_loses_nothing(tmp_path):
     script.write_text("#!/nonexistent/interpreter\n")
     script.chmod(0o755)
     marker = tmp_path / "ran"
-    for argv, rc in [(["--capacity", "1", "--", "touch", marker], 1),
+    for argv, rc in [(["--capacity", "1", "--", "touch", marker], 2),
                      (["--interval", "1ms", "--", str(script)], 127),
                      (["--gpu", "--", "touch", marker], 1)]:
         proc = run_cli("record", "--force", "-o", trace, *argv,
@@ -213,7 +213,7 @@ def test_bad_input_loses_nothing(tmp_path):
         assert not marker.exists()
     assert sorted(os.listdir(tmp_path)) == ["bad-interpreter.sh", "old.json"]  # nothing else left behind
     new = tmp_path / "new.json"
-    assert run_cli("record", "-o", new, "--capacity", "1", "--", "true").returncode == 1
+    assert run_cli("record", "-o", new, "--capacity", "1", "--", "true").returncode == 2
     assert not new.exists()
 
 

@@ -24,7 +24,7 @@ def run_cli(*args, timeout=60):
 
 
 FAKE = SourceSpec("fake_thing", "a source the CLI has never heard of", "/proc/fake_thing",
-                  (ChannelSpec("fake_thing/level_bytes", "B", "gauge", "a level", "field 1"),),
+                  (ChannelSpec("fake_thing/level_bytes", "B", "gauge", "a level", "field 1", "non_negative"),),
                   options=(OptionSpec("fake_detail", "also the detail"),))
 
 
@@ -126,7 +126,7 @@ def test_report_uses_the_declared_unit(tmp_path):
     assert summary["channels"]["dev/0/speed_percent"]["unit"] == "Hz"
     proc = run_cli("report", path)
     assert proc.returncode == 0, proc.stderr
-    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("dev/")}
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  dev/")}
     assert rows["dev/0/temp_bytes"][1:3] == ["\u00b0C", "40"]
     assert rows["dev/0/speed_percent"][1:4] == ["Hz", "1.50", "GHz"]
     assert unit_of("dev/0/temp_bytes", {}) == "B" and unit_of("dev/0/temp_bytes", None) == "B"  # no declaration

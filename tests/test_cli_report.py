@@ -77,8 +77,8 @@ def test_report_table(known_trace):
     assert "dropped:    3" in out and "missed deadlines: 5" in out
     assert "unavailable: gpu: no NVML" in out  # no gpu channel at all
     assert "(interval 10 ms = 100 Hz)" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("cpu/", "memory/"))}
-    assert rows["cpu/percent"][1:] == ["%", "0.0", "50.0", "50.0", "95.0", "100.0"]
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("  cpu/", "  memory/"))}
+    assert rows["cpu/percent"][1:] == ["%", "0.0", "50.0", "95.0", "100.0"]  # min, mean, p95, max
     assert rows["memory/used_bytes"][1:4] == ["B", "2.50", "GB"]  # decimal, as in plots: GB = 1e9 B
 
 
@@ -102,7 +102,7 @@ def test_report_units_rate_and_source_problems(tmp_path):
     assert "(interval 2 s = 0.5 Hz)" in out
     assert "problems: gpu: gpu 0: power_watts: NOT_SUPPORTED" in out and "unavailable: gpu" not in out
     assert "unavailable: pressure: no /proc/pressure" in out
-    row = next(line.split() for line in out.splitlines() if line.startswith("gpu/0/sm_clock_hz"))
+    row = next(line.split() for line in out.splitlines() if line.startswith("  gpu/0/sm_clock_hz"))
     assert row[1:4] == ["Hz", "1.10", "GHz"]
     assert json.loads(run_cli("report", "--json", path).stdout)["unavailable"] == ["pressure"]
     assert (format_si(0.5, "Hz"), format_si(999.996, "B"), format_si(-1.5e6, "B/s")) == ("0.5 Hz", "1.00 kB", "-1.50 MB/s")
@@ -140,7 +140,7 @@ def test_report_plot_writes_png(known_trace, tmp_path):
 
     img = matplotlib.image.imread(png)
     assert img.shape[0] >= 300 and img.shape[1] >= 800  # a readable figure, not a thumbnail
-    assert f"plot: {png} (4 series)" in proc.stdout  # cpu, constant memory (a flat line), disk rate, net
+    assert f"plot: {png} (3 series)" in proc.stdout  # cpu, disk rate, net; the constant memory in the footnote
 
 
 def test_report_plot_without_matplotlib_is_one_line(known_trace, tmp_path):
@@ -236,7 +236,7 @@ def test_report_does_not_hold_a_value_across_an_unknown_period(tmp_path):
 @pytest.fixture
 def composer_trace(tmp_path):
     """A trace in the layout of sysprof.profile() / JSONTraceHandler: no recording metadata, *_gb, kb_*,
-    disk/<dev>/<field> {<field>}, read_time in ms; rows every 10 ms."""
+    disk/<dev>/<field> {<field>}, read_time in ms; rows every 10 ms; one batch span [0.1, 0.3 s)."""
     path = tmp_path / "composer.json"
     w = ChromeTraceWriter(path)
     w.write({"name": "process_name", "ph": "M", "pid": 0, "tid": 1, "args": {"name": "Rank 0 training loop process"}})
@@ -249,6 +249,7 @@ def composer_trace(tmp_path):
                            ("network/eth0/kb_recv", {"kb_recv": 2.0 * i}),
                            ("network/eth0/kb_recv_per_second", {"kb_recv_per_second": 200.0})]:
             w.write({"name": name, "cat": "", "ph": "C", "ts": ts, "pid": 0, "tid": 1, "args": args})
+    w.write({"name": "event/batch", "ph": "X", "ts": T0 + 100_000, "dur": 200_000, "pid": 0, "tid": 1})
     w.close()
     return path
 
@@ -259,16 +260,16 @@ def test_report_on_a_composer_layout_trace(composer_trace):
     out = proc.stdout
     assert "not a sysprof record trace: no recording metadata" in out
     assert "truncated" not in out and "n/an/a" not in out and "median spacing 10 ms" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if "/" in line.split(" ", 1)[0]}
-    assert rows["memory/virtual/used_gb"][1] == "GB" and rows["memory/virtual/available_gb"][1] == "GB"
-    assert rows["disk/sda/read_time"][1] == "ms" and rows["disk/sda/read_bytes"][1] == "B"
-    assert rows["network/eth0/kb_recv"][1] == "kB" and rows["network/eth0/kb_recv_per_second"][1] == "kB/s"
-    assert rows["cpu/cpu_percent"][1] == "%"
-    assert not any(ch.endswith(("read_bytes/read_bytes", "read_time/read_time")) for ch in rows)
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    # the sampler's names and units, as --by and the verdict read them (sysprof.report.names)
+    assert rows["memory/used_bytes"][1] == "B" and rows["memory/available_bytes"][1] == "B"
+    assert rows["disk/sda/read_time_seconds"][1] == "s" and rows["disk/sda/read_bytes"][1] == "B"
+    assert rows["net/eth0/bytes_recv_per_second"][1] == "B/s" and rows["cpu/percent"][1] == "%"
+    assert not any(ch.endswith(("_gb", "read_time", "kb_recv", "kb_recv_per_second")) for ch in rows)
     s = json.loads(run_cli("report", "--json", composer_trace).stdout)
     assert s["recorded"] is False and s["truncated"] is False
     assert s["interval_s"] == pytest.approx(0.01) and s["interval_source"] == "median spacing"
-    assert s["samples"] == 50 and s["channels"]["disk/sda/read_time"]["max"] == 147
+    assert s["samples"] == 50 and s["channels"]["disk/sda/read_time_seconds"]["max"] == pytest.approx(0.147)
 
 
 def test_report_on_a_sysprof_profile_trace(tmp_path):
@@ -283,7 +284,7 @@ def test_report_on_a_sysprof_profile_trace(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "no recording metadata" in out and "truncated" not in out
-    assert any(line.split()[:2] == ["memory/virtual/used_gb", "GB"] for line in out.splitlines()), out
+    assert any(line.split()[:2] == ["memory/used_bytes", "B"] for line in out.splitlines()), out
     assert "/read_bytes/read_bytes" not in out
 
 

@@ -116,7 +116,7 @@ def test_max_size_never_takes_over_parts_of_another_recording(tmp_path):
                                        (["--max-size", "1k"], "--max-size must be at least 65.54 kB"),
                                        (["--max-size", "0"], "size must be > 0"),
                                        (["--min-free", "120%"], "invalid share '120%'"),
-                                       (["--min-free=-1M"], "invalid size '-1M'")])
+                                       (["--min-free", "-1M"], "size must be > 0, got '-1M'")])
 def test_bad_sizes_are_one_line_errors_before_anything_runs(tmp_path, argv, says):
     marker = tmp_path / "ran"
     proc = run_cli("record", *argv, "-o", tmp_path / "t.json", "--", "touch", marker)

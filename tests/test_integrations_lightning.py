@@ -96,6 +96,9 @@ TRAIN = textwrap.dedent('''
             cb2 = SysprofCallback(summaries=["cpu/percent:max"])
             _, error = fit(out + "/" + name, Model(fail_at=3, fail_with=exc), cb2, [CSVLogger(out + "/" + name)])
             res[name] = {"trace": str(cb2.trace_path), "error": error, "failures": cb2.session.failures}
+        fl = SysprofCallback(flight={"window_s": 5, "min_gap_s": 0})
+        _, error = fit(out + "/flight", Model(fail_at=3), fl, [CSVLogger(out + "/flight")])
+        res["flight"] = {"folder": str(fl.trace_path), "error": error, "failures": fl.session.failures}
         bad = SysprofCallback(path="/proc/sysprof-cannot-write/t.json")
         trainer, error = fit(out + "/bad", Model(), bad, [CSVLogger(out + "/bad")], epochs=1)
         res["bad"] = {"error": error, "trace": bad.trace_path, "steps": trainer.global_step}
@@ -189,3 +192,15 @@ def test_killed_run_leaves_a_readable_trace(tmp_path):
     assert data.recorded and data.truncated
     assert sum(s.name == "train_batch" for s in data.spans) == 5
     assert data.last_counter_stats["taken"] >= 1 and data.series["cpu/percent"][0].size >= 1  # flushed samples
+
+
+def test_flight_recorder_dumps_at_on_exception(run):
+    _, res, stderr = run
+    r = res["flight"]
+    assert r["error"] == "RuntimeError" and r["failures"] == 0
+    dumps = sorted(os.listdir(r["folder"]))
+    assert len(dumps) == 1 and dumps[0].startswith("flight-") and dumps[0].endswith("-exception-rank0.json")
+    data = TraceData(read_trace(os.path.join(r["folder"], dumps[0])))
+    assert (data.meta["flight"]["trigger"], data.meta["flight"]["reason"]) == ("exception", "RuntimeError: stop here")
+    assert len([s for s in data.spans if s.name == "train_batch"]) == 4  # the window holds the whole short fit
+    assert f"sysprof: flight dump {os.path.join(r['folder'], dumps[0])}: exception: RuntimeError: stop here; " in stderr

@@ -84,6 +84,10 @@ TRAIN = textwrap.dedent('''
         _, error = train(out + "/interrupt", kept2, cb2)
         closed = cb2.session.recorder.wait_closed(20)  # the recorder's thread saw Trainer.train leave the stack
         res["interrupt"] = {"trace": str(cb2.trace_path), "error": error, "logs": kept2.logs, "closed": closed}
+        kept3, cb3 = Kept(stop_at=3), SysprofCallback(summaries=False, flight=5)
+        _, error = train(out + "/flight", kept3, cb3)
+        closed = cb3.session.recorder.wait_closed(20)
+        res["flight"] = {"folder": str(cb3.trace_path), "error": error, "closed": closed}
         json.dump(res, open(out + "/result.json", "w"))
 ''')
 
@@ -158,3 +162,14 @@ def test_killed_run_leaves_a_readable_trace(tmp_path):
     assert data.recorded and data.truncated
     assert sum(s.name == "step" for s in data.spans) == 5
     assert data.last_counter_stats["taken"] >= 1 and data.series["cpu/percent"][0].size >= 1  # flushed samples
+
+
+def test_flight_recorder_dumps_when_train_ends_without_its_hook(run):
+    _, res, _ = run
+    r = res["flight"]
+    assert r["error"] == "KeyboardInterrupt" and r["closed"]
+    dumps = sorted(os.listdir(r["folder"]))
+    assert len(dumps) == 1 and dumps[0].endswith("-exception-rank0.json")
+    data = TraceData(read_trace(os.path.join(r["folder"], dumps[0])))
+    assert data.meta["flight"]["reason"] == "the training call ended without its end hook"
+    assert [s.name for s in data.spans if s.name == "step"] == ["step"] * 3

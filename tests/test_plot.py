@@ -47,14 +47,14 @@ def full_trace():
             _counter("memory", i, used_bytes=2e9 + 1e6 * (i % 50), cached_bytes=3e9, available_bytes=6e9,
                      total_bytes=8e9),
             _counter("process_tree", i, rss_bytes=9e8, pss_bytes=4e8 + 1e5 * i, cpu_percent=95.0 if busy else 30.0,
-                     num_processes=3.0),
+                     num_processes=3.0 + i % 2),
             _counter("disk/sda", i, read_bytes_per_second=0.0 if busy else 2e8,
                      write_bytes_per_second=5e7 * (i % 7) + (8e9 if i == 123 else 0.0),
                      busy_time_seconds_per_second=0.05 if busy else 0.9, read_bytes=1e9 + 1e6 * i),
             _counter("net/eth0", i, bytes_recv_per_second=1e6 * (i % 3), bytes_sent_per_second=2e5),
             _counter("pressure/io", i, some_seconds_per_second=0.0 if busy else 0.6, some_avg10_percent=12.0,
                      full_seconds_per_second=0.0 if busy else 0.3),
-            _counter("gpu/0", i, utilization_percent=90.0 if busy else 3.0, memory_used_bytes=2e10,
+            _counter("gpu/0", i, utilization_percent=90.0 if busy else 3.0, memory_used_bytes=2e10 + 1e6 * (i % 5),
                      power_watts=250.0 if busy else 80.0),
         ]
         for slot in range(3):
@@ -161,17 +161,33 @@ def test_too_many_channels_are_named_exactly(figure):
     assert res.left_out_text().endswith("; narrow -k PATTERN to show them")
 
 
-def test_constant_series_is_drawn_with_padding(figure):
-    ev = [_start()] + [_counter("cpu", i, percent=100.0) for i in range(50)]
-    ev += [_counter("memory", i, used_bytes=2.5e9) for i in range(0, 50, 49)]  # two events, the same value
+def test_constant_panels_fold_into_the_footnote(figure):
+    """A panel whose every series is flat says no more than its values: the footnote names them; a panel with one
+    varying series keeps its flat ones; when everything is flat, it is drawn (a padded axis, 0-100 % for shares)."""
+    ev = [_start()]
+    for i in range(50):
+        ev += [_counter("cpu", i, percent=float(i % 5)),
+               _counter("net/eth0", i, bytes_recv_per_second=5.2e6),
+               _counter("load", i, **{"1m": 2.0}),
+               _counter("memory", i, used_bytes=2e9 + i, cached_bytes=3e9)]  # varying with a flat one: drawn
+    ev += [_counter("gpu/0", i, power_watts=70.0) for i in (0, 49)]  # two events, the same value
     fig, res = figure(TraceData(ev))
-    assert res.panels == ["cpu", "memory"] and res == 2
-    for ax, value in zip(fig.axes, (100.0, 2.5e9)):
-        (line,) = ax.get_lines()
-        y = np.asarray(line.get_ydata())
-        assert y.size >= 2 and np.all(y == value)
-        lo, hi = ax.get_ylim()
-        assert lo < value < hi and lo == value - 0.05 * value and hi == value + 0.05 * value
+    assert res.panels == ["cpu", "memory"] and res == 3
+    assert res.constant == [("net/eth0/bytes_recv_per_second", "B/s", 5.2e6), ("load/1m", "", 2.0),
+                            ("gpu/0/power_watts", "W", 70.0)]
+    assert res.constant_text() == "constant: net/eth0/bytes_recv_per_second 5.2 MB/s, load/1m 2, gpu/0/power_watts 70 W"
+    assert res.constant_text() in fig.texts[-1].get_text().splitlines()
+    assert [line.get_label() for line in fig.axes[1].get_lines()] == ["used", "cached"]
+
+    ev = [_start()] + [_counter("cpu", i, percent=100.0) for i in range(50)]
+    ev += [_counter("memory", i, used_bytes=2.5e9) for i in range(0, 50, 49)]
+    fig, res = figure(TraceData(ev))
+    assert res.panels == ["cpu", "memory"] and res == 2 and res.constant == []
+    assert fig.axes[0].get_ylim() == (-2.0, 102.0)  # a share: its fixed axis
+    (line,) = fig.axes[1].get_lines()
+    y = np.asarray(line.get_ydata())
+    assert y.size >= 2 and np.all(y == 2.5e9)
+    assert fig.axes[1].get_ylim() == (2.5e9 - 0.05 * 2.5e9, 2.5e9 + 0.05 * 2.5e9)
 
 
 def test_single_sample_spike_does_not_set_the_axis(figure):
@@ -291,3 +307,105 @@ def test_nothing_to_plot_is_a_clear_error():
     ev = [_start()] + [_counter("disk/sda", i, read_bytes_per_second=0.0) for i in range(5)]
     with pytest.raises(ReportError, match="^nothing to plot: every selected channel is always 0 or never valid$"):
         build_figure(TraceData(ev))
+
+
+def test_share_axes_are_fixed(figure):
+    """98.3-100 % is not a collapse: a percent panel is 0-100 %, a share above 100 % (a process on 3.4 cores)
+    0 to the next multiple of 100 %, a stall share 0-1 s/s; with a 2 % margin so a line at the edge shows."""
+    ev = [_start()]
+    for i in range(60):
+        ev += [_counter("cpu", i, percent=98.3 + (i % 3) * 0.85),
+               _counter("process", i, cpu_percent=340.0 if i % 2 else 120.0),
+               _counter("pressure/io", i, some_seconds_per_second=0.1 * (i % 4))]
+    fig, res = figure(TraceData(ev))
+    assert res.panels == ["cpu", "pressure", "process CPU"]
+    assert fig.axes[0].get_ylim() == (-2.0, 102.0)
+    assert fig.axes[1].get_ylim() == (-0.02, 1.02)
+    assert fig.axes[2].get_ylim() == (-8.0, 408.0)
+
+
+def test_identical_lines_are_merged(figure):
+    """A process and its one-member process tree are one line labelled "a = b": equal within MERGE_TOLERANCE of
+    their scale (a percent's 100 %, else the series' range) with values at the same times; a series that differs
+    by more, or is unknown at another time, stays a line of its own."""
+    from sysprof.report.plot import MERGE_TOLERANCE
+
+    ev = [_start()]
+    for i in range(60):
+        p = 90.0 if i % 10 < 7 else 20.0
+        r = 1e6 * (i % 2)
+        ev += [_counter("process", i, cpu_percent=p),
+               _counter("process_tree", i, cpu_percent=p + 0.4 * MERGE_TOLERANCE * 100.0),
+               _counter("net/eth0", i, bytes_recv_per_second=r),
+               _counter("net/eth1", i, bytes_recv_per_second=r + 0.4 * MERGE_TOLERANCE * 1e6),
+               _counter("net/eth2", i, bytes_recv_per_second=r + (2 * MERGE_TOLERANCE * 1e6 if i == 30 else 0.0))]
+    fig, res = figure(TraceData(ev))
+    assert res.panels == ["network", "process CPU"]
+    assert [line.get_label() for line in fig.axes[1].get_lines()] == ["process/cpu = process_tree/cpu"]
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["eth0/bytes_recv = eth1/bytes_recv",
+                                                                     "eth2/bytes_recv"]
+    assert res.merged == [("net/eth0/bytes_recv_per_second", "net/eth1/bytes_recv_per_second"),
+                          ("process/cpu_percent", "process_tree/cpu_percent")]
+    assert res == 5  # every series counts as drawn
+    # NaN in one only: not the same line
+    ev = [_start()] + [_counter("process", i, cpu_percent=50.0 + i % 2) for i in range(20)]
+    ev += [_counter("process_tree", i, cpu_percent=float("nan") if i == 5 else 50.0 + i % 2) for i in range(20)]
+    fig, res = figure(TraceData(ev))
+    assert len(fig.axes[0].get_lines()) == 2 and res.merged == []
+
+
+def test_dense_panels_are_smoothed_and_say_so(figure):
+    """Past AUTO_SMOOTH_POINTS points a panel is a moving average over about 1/500 of the time shown, rounded to
+    1-2-5 (here 50 s -> 100 ms): a signal with a 50 ms period averages to its mean exactly; a sparse panel stays
+    raw; --smooth 0 draws every panel raw."""
+    from sysprof.report.plot import AUTO_SMOOTH_POINTS
+
+    n = 5000
+    assert n > AUTO_SMOOTH_POINTS
+    ev = [_start()]
+    for i in range(n):
+        ev.append(_counter("cpu", i, percent=100.0 if i % 5 == 0 else 0.0))  # 20 % on average, period 50 ms
+        if i % 10 == 0:
+            ev.append(_counter("memory", i, used_bytes=1e9 + 1e6 * (i % 70)))  # 500 points: raw
+    data = TraceData(ev)
+    fig, res = figure(data)
+    assert res.smoothed == {"cpu": pytest.approx(0.1)}
+    cpu, memory = fig.axes
+    (line,) = cpu.get_lines()
+    y = np.asarray(line.get_ydata())
+    assert y.size <= n / 2 and np.allclose(y[2:-2], 20.0)  # the edges average what the window holds of the trace
+    assert [t.get_text() for t in cpu.texts if t.get_gid() == "smoothed"] == ["mean over 100 ms"]
+    assert not [t for t in memory.texts if t.get_gid() == "smoothed"]
+    assert memory.get_lines()[0].get_drawstyle() == "steps-post"
+    assert res.smoothed_text() == ("smoothed: 1 panel of more than 1,000 points drawn as a 100 ms moving average "
+                                   "(--smooth TIME sets the window, --smooth 0 draws the raw steps)")
+    assert res.smoothed_text() in fig.texts[-1].get_text().splitlines()
+    fig, res = figure(data, smooth_s=0)
+    assert res.smoothed == {} and len(fig.axes[0].get_lines()[0].get_ydata()) == n + 1
+    fig, res = figure(data, smooth_s=0.05)  # asked for: every panel, said in the heading
+    assert res.smoothed == {} and fig._suptitle.get_text().endswith(", 50 ms moving average")
+    assert np.allclose(np.asarray(fig.axes[0].get_lines()[0].get_ydata())[2:-2], 20.0)
+
+
+def test_phase_shading_lies_over_stacked_areas(figure):
+    data = TraceData(full_trace())
+    fig, res = figure(data)
+    cpu = fig.axes[0]
+    stack = [c for c in cpu.collections if not (c.get_gid() or "").startswith("phase:")]
+    shade = [c for c in cpu.collections if (c.get_gid() or "").startswith("phase:")]
+    assert stack and shade
+    assert max(c.get_zorder() for c in stack) < min(c.get_zorder() for c in shade)
+    assert max(c.get_zorder() for c in shade) < min(line.get_zorder() for line in cpu.get_lines())
+
+
+def test_plot_names_are_checked_before_drawing(tmp_path):
+    from sysprof.report import ReportError
+    from sysprof.report.plot import check_plot_name, plot_trace
+
+    assert check_plot_name("a/b.PNG") == "png" and check_plot_name("x.svg") == "svg"
+    for bad in ("out.txt", "out", "dir/.png.bak"):
+        with pytest.raises(ReportError):
+            check_plot_name(bad)
+    with pytest.raises(ReportError, match=r"^matplotlib cannot write \.txt"):
+        plot_trace(None, str(tmp_path / "p.txt"))  # before the figure: the data is never looked at
+    assert list(tmp_path.iterdir()) == []

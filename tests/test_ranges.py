@@ -1,5 +1,6 @@
-"""The channel range rules (csrc/ranges.hpp): which rule each channel name gets, the bounds of each
-rule, and their enforcement by the native sampler (out of range -> NaN, named in errors).
+"""The channel range rules (csrc/engine/ranges.hpp): which rule each channel name gets (the registry's declared
+range, generated into the extension at build time), the bounds of each rule, and their enforcement by the native
+sampler (out of range -> NaN, named in errors).
 
 The rules: percent [0, 100]; percent of one core [0, 100 x online CPUs]; share [0, 1]; non-negative
 (finite >= 0); limit (>= 0 or +inf, for "max"); celsius [-273.15, 1000]; and, for a name no rule
@@ -16,6 +17,7 @@ if not sys.platform.startswith("linux"):
 
 import sysprof
 from sysprof import _native
+from sysprof.sampling import registry
 
 INF = math.inf
 NAN = math.nan
@@ -45,7 +47,7 @@ def check(name, values, max_cores=1.0):
     return why, out, n
 
 
-# Every channel the README's table and the GPU section name (device parts filled in), by rule.
+# Every channel the reference's table (docs/reference.md) and its GPU section name (device parts filled in), by rule.
 EXPECTED = {
     PERCENT: ["cpu/percent", "cpu/user_percent", "cpu/nice_percent", "cpu/system_percent", "cpu/idle_percent",
               "cpu/iowait_percent", "cpu/irq_percent", "cpu/softirq_percent", "cpu/steal_percent", "cpu/0/percent",
@@ -105,12 +107,54 @@ def test_every_channel_of_the_native_sources_has_a_rule():
 
 
 def test_device_names_never_decide_the_rule():
-    # the field after the last '/' decides, whatever the disk or NIC is called
-    got = rules(["disk/foo_percent/read_bytes", "disk/cciss/c0d0/busy_time_seconds_per_second",
+    # the channel's pattern decides, whatever the disk or NIC is called (a '/' in a disk's name is '!', as in sysfs)
+    got = rules(["disk/foo_percent/read_bytes", "disk/cciss!c0d0/busy_time_seconds_per_second",
                  "net/x_celsius/bytes_recv", "disk/sdb_max_bytes/write_count", "net/percent/drops_in"])
-    assert got == {"disk/foo_percent/read_bytes": NONNEG, "disk/cciss/c0d0/busy_time_seconds_per_second": SHARE,
+    assert got == {"disk/foo_percent/read_bytes": NONNEG, "disk/cciss!c0d0/busy_time_seconds_per_second": SHARE,
                    "net/x_celsius/bytes_recv": NONNEG, "disk/sdb_max_bytes/write_count": NONNEG,
                    "net/percent/drops_in": NONNEG}
+
+
+#: the registry's range names -> the native rule's name (csrc/engine/ranges.cpp, range_name)
+REGISTRY_RULE = {registry.PERCENT: PERCENT, registry.CORE_PERCENT: CORE, registry.SHARE: SHARE,
+                 registry.NON_NEGATIVE: NONNEG, registry.LIMIT: LIMIT, registry.CELSIUS: CELSIUS,
+                 registry.FINITE: FINITE}
+#: example values of each placeholder, hostile ones among them (a device named like a unit or another field)
+EXAMPLES = {"<dev>": ["sda", "nvme0n1", "foo_percent", "cciss!c0d0", "x_max_bytes", "busy_time_seconds_per_second"],
+            "<nic>": ["eth0", "x_celsius", "percent", "bytes_recv_per_second"],
+            "<id>": ["0", "1023"], "<index>": ["0", "7"], "<slot>": ["0", "63"]}
+
+
+def instances(pattern):
+    names = [pattern]
+    for placeholder, values in EXAMPLES.items():
+        if placeholder in pattern:
+            names = [n.replace(placeholder, v) for n in names for v in values]
+    return names
+
+
+def test_native_rule_is_the_registry_rule_for_every_channel():
+    assert set(REGISTRY_RULE) == set(registry.RANGES)
+    expected = {}
+    for src in registry.SOURCES.values():
+        for spec in src.channels:
+            names = instances(spec.pattern)
+            assert all("<" not in n for n in names), f"{spec.pattern}: add its placeholder to EXAMPLES"
+            for name in names:
+                assert registry.channel_spec(name) == spec, name  # the example names the channel it stands for
+                expected[name] = REGISTRY_RULE[spec.range]
+    assert len(expected) > 300
+    got = rules(list(expected))
+    assert {n: got[n] for n in expected if got[n] != expected[n]} == {}
+    # and every declared range is a real rule: no registry channel is left at "any finite value"
+    assert [n for n, r in expected.items() if r == FINITE] == []
+
+
+def test_a_channel_row_must_declare_its_range():
+    with pytest.raises(TypeError):
+        registry._ch("x/y_bytes", "B", "gauge", "help", "field")  # noqa: the missing range is the point
+    with pytest.raises(AssertionError, match="range 'bytes'"):
+        registry._ch("x/y_bytes", "B", "gauge", "help", "field", "bytes")
 
 
 def test_unmatched_name_is_any_finite_value():
@@ -180,3 +224,36 @@ def test_sampler_writes_nan_for_an_out_of_range_value(tmp_path):
     msg = s.errors.get("pressure", "")
     if "outside its range" in msg:  # caught by the safety net (a parser that rejects 250 itself logs its own)
         assert "pressure/cpu/some_avg10_percent read 250" in msg
+
+
+def _generate(tmp_path, source):
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    reg = tmp_path / "registry.py"
+    reg.write_text(source)
+    out = tmp_path / "gen" / "channels.hpp"
+    run = subprocess.run([sys.executable, str(root / "csrc" / "gen" / "gen_channels.py"), str(out), str(reg)],
+                         capture_output=True, text=True)
+    return run, out
+
+
+def test_the_generated_table_is_the_registry_and_a_row_without_a_range_stops_the_build(tmp_path):
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "sysprof" / "sampling" / "registry.py").read_text()
+    run, out = _generate(tmp_path, source)
+    assert run.returncode == 0, run.stderr
+    text = out.read_text()
+    assert '{"cpu/percent", Range::kPercent},' in text
+    assert '{"disk/<dev>/busy_time_seconds_per_second", Range::kShare},' in text
+    assert '{"cgroup/cpu_limit_cores", Range::kLimit},' in text
+    assert text.count("Range::k") == sum(len(s.channels) for s in registry.SOURCES.values())
+    # a row as another branch might add it, without its range: one line naming the registry and what is missing
+    row = '_ch("load/1m", "", "gauge", "load average over 1 minute", "loadavg field 1", NON_NEGATIVE)'
+    assert row in source
+    run, _ = _generate(tmp_path, source.replace(row, row.replace(", NON_NEGATIVE)", ")")))
+    assert run.returncode != 0
+    msg = run.stderr.strip().splitlines()[-1]
+    assert "registry.py" in msg and "range" in msg, msg

@@ -1,5 +1,5 @@
 """The source registry (sysprof/sampling/registry.py) against everything that must agree with it: the
-native extension's registered sources, the channels both backends yield, the README's channel table, and
+native extension's registered sources, the channels both backends yield, the channel table (docs/reference.md), and
 the units the report would otherwise infer from names."""
 import itertools
 import os
@@ -15,15 +15,15 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
 def _expand(text: str):
-    """Brace expansion as the README writes channel sets: ``a/{b,c}_d`` -> ``a/b_d``, ``a/c_d``."""
+    """Brace expansion as the channel table writes channel sets: ``a/{b,c}_d`` -> ``a/b_d``, ``a/c_d``."""
     parts = re.split(r"\{([^{}]*)\}", text)
     choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
     return ["".join(c) for c in itertools.product(*choices)]
 
 
 def _readme_table():
-    """source -> set of channel patterns named in the README's channel table (cells in backticks)."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    """source -> set of channel patterns named in the channel table (docs/reference.md) (cells in backticks)."""
+    with open(os.path.join(ROOT, "docs", "reference.md"), encoding="utf-8") as f:
         text = f.read()
     start = text.index("| source | file | channels |")
     rows = {}
@@ -109,15 +109,17 @@ def test_every_psutil_channel_is_declared():
         assert channel_spec(ch) is not None, ch
 
 
-def test_module_paths_of_the_flat_package_still_import():
+def test_the_flat_package_module_paths_are_gone():
     import importlib
 
-    import sysprof
+    for old in ("chrome_trace", "sampler", "callback", "schedule", "marker", "trace_handler", "json_trace_handler",
+                "system_profiler"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"sysprof.{old}")
 
-    for old, new in (("chrome_trace", "trace.chrome"), ("sampler", "sampling.sampler"),
-                     ("json_trace_handler", "profiler.json_trace_handler"),
-                     ("system_profiler", "profiler.system_profiler"), ("schedule", "profiler.schedule")):
-        assert importlib.import_module(f"sysprof.{old}") is importlib.import_module(f"sysprof.{new}"), old
-    from sysprof.json_trace_handler import JSONTraceHandler
 
-    assert JSONTraceHandler is sysprof.JSONTraceHandler
+def test_docs_channel_list_is_generated_from_the_registry():
+    from sysprof.sampling.registry import channels_markdown
+
+    with open(os.path.join(ROOT, "docs", "channels.md"), encoding="utf-8") as f:
+        assert f.read() == channels_markdown(), "regenerate: python -m sysprof.sampling.registry > docs/channels.md"

@@ -103,7 +103,7 @@ def test_import_without_extension_falls_back_to_psutil():
 
 
 # --------------------------------------------------------------------------------------------------
-# psutil backend: the native rules in Python (csrc/source.hpp, source_cpu.cpp, source_process.cpp)
+# psutil backend: the native rules in Python (csrc/derive/rules.hpp, csrc/sources/cpu.cpp, process.cpp)
 # --------------------------------------------------------------------------------------------------
 def test_psutil_counter_unwraps_32_bits_and_treats_other_decreases_as_resets():
     from sysprof.sampling.portable.rules import Counter

@@ -149,7 +149,7 @@ def test_psutil_backend_threaded():
 # 1 kHz
 # --------------------------------------------------------------------------------------------------
 def check_deadline_accounting(b, st, interval_ns, t_before_start, t_after_stop):
-    """What absolute deadlines guarantee on any machine, busy or not (csrc/sampler.cpp, Sampler::run).
+    """What absolute deadlines guarantee on any machine, busy or not (csrc/engine/sampler.cpp, Sampler::run).
 
     Rows are taken at deadlines S + k * interval, S = when the thread starts; a deadline passed during a sample or
     a late wake-up is skipped and counted in missed_deadlines; stop() adds one row unless one was just taken.

@@ -1,6 +1,7 @@
 // The derivation rules, once: how raw kernel and NVML readings become totals, rates and percents.
-// Every source and the portable backend (through the extension's `rules` submodule) use these; no
-// other copy exists. Each rule keeps its own baseline and never allocates.
+// Every native source uses these; the portable backend states the same rules in Python
+// (sysprof/sampling/portable/rules.py, each class naming its twin here). Each rule keeps its own baseline and
+// never allocates.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -4,38 +4,29 @@
 #include <limits>
 #include <unistd.h>
 
-#include "io/scan.hpp"
+#include "gen/channels.hpp"
 
 namespace sysprof {
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+// name matches pattern: as many path components, each equal, or any non-empty one for a <placeholder>.
+bool matches(std::string_view pattern, std::string_view name) {
+  for (;;) {
+    size_t p = pattern.find('/'), n = name.find('/');
+    std::string_view pc = pattern.substr(0, p), nc = name.substr(0, n);
+    bool placeholder = !pc.empty() && pc.front() == '<';
+    if (placeholder ? nc.empty() : pc != nc) return false;
+    if (p == std::string_view::npos || n == std::string_view::npos) return p == n;
+    pattern.remove_prefix(p + 1);
+    name.remove_prefix(n + 1);
+  }
 }
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 }  // namespace
 
-// Names are "<source>/<device...>/<field>"; the rules read the field (the part after the last '/'),
-// so a device name (a disk "foo_percent", "cciss/c0d0") never decides a rule. Most specific first.
 Range classify_channel(std::string_view name) {
-  size_t slash = name.rfind('/');
-  std::string_view field = slash == std::string_view::npos ? name : name.substr(slash + 1);
-  std::string_view source = slash == std::string_view::npos ? std::string_view() : name.substr(0, name.find('/'));
-  // cgroup memory.max and cpu.max: "max" reads +inf
-  if (ends_with(field, "_max_bytes") || ends_with(field, "_limit_cores")) return Range::kLimit;
-  if (ends_with(field, "_celsius")) return Range::kCelsius;
-  // disk busy_time and PSI stall seconds per second of wall time
-  if (ends_with(field, "_seconds_per_second")) return Range::kShare;
-  // percent of one core: the CPU time of a process, a process tree or a cgroup, which may run on every
-  // online CPU (every such channel is named cpu_percent; the CPUs' own share is cpu/percent)
-  if (field == "cpu_percent") return Range::kCorePercent;
-  if (field == "percent" || ends_with(field, "_percent")) return Range::kPercent;
-  for (std::string_view unit : {"_bytes", "_count", "_total", "_seconds", "_per_second", "_watts", "_joules", "_hz"})
-    if (ends_with(field, unit)) return Range::kNonNegative;
-  // net/<nic>/{bytes,packets}_{recv,sent}, {errors,drops}_{in,out}; load averages and task counts;
-  // num_threads, num_processes, num_unslotted; a process_tree slot's pid
-  if (source == "net" || source == "load" || starts_with(field, "num_") || field == "pid") return Range::kNonNegative;
+  for (const ChannelRange& c : kChannelRanges)
+    if (matches(c.pattern, name)) return c.range;
   return Range::kFinite;
 }
 

@@ -1,5 +1,6 @@
-// The physical range of every channel, decided once from its name: the one table of range rules.
-// Every value is NaN or inside its range; only limits may be +inf (no limit).
+// The physical range of every channel: the bounds of each rule here, each channel's rule declared in the
+// registry (sysprof/sampling/registry.py, ChannelSpec.range) and generated into gen/channels.hpp at build time
+// (csrc/gen/gen_channels.py). Every value is NaN or inside its range; only limits may be +inf (no limit).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +12,9 @@
 
 namespace sysprof {
 
+// The registry's RANGES, by the same names (finite, percent, core_percent, ...).
 enum class Range : uint8_t {
-  kFinite,       // a name no rule matches: any finite value
+  kFinite,       // any finite value (and a name the registry does not declare)
   kPercent,      // [0, 100]
   kCorePercent,  // percent of one core: [0, 100 x online CPUs]
   kShare,        // [0, 1] (busy or stalled seconds per second)
@@ -21,7 +23,8 @@ enum class Range : uint8_t {
   kCelsius,      // [-273.15, 1000]
 };
 
-// The rule of one channel name, e.g. "cpu/3/percent" -> kPercent.
+// The rule the registry declares for a channel name, e.g. "cpu/3/percent" -> kPercent (the first pattern
+// that matches, a <placeholder> standing for one path component); kFinite for a name it does not declare.
 Range classify_channel(std::string_view name);
 // "percent [0, 100]" etc.
 const char* range_name(Range r);

@@ -11,8 +11,6 @@
 namespace sysprof {
 namespace nvml {
 
-const char* const kEventChannelNames[kEventChannels] = {"xid_total", "xid_last"};
-
 struct EventState {
   Library lib;  // a copy (the handle and the pointers): the thread may outlive the reader
   EventSet set = nullptr;

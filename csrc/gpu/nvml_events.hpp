@@ -32,7 +32,10 @@ namespace nvml {
 constexpr unsigned kEventWaitMs = 100;  // one nvmlEventSetWait_v2's timeout
 constexpr int64_t kEventStopWaitNs = int64_t(kEventWaitMs) * 1000000 + 150000000;  // the reader waits this long for the waiter
 constexpr int kEventChannels = 2;
-extern const char* const kEventChannelNames[kEventChannels];  // "xid_total", "xid_last"
+// "xid_total", "xid_last": the registry's gpu rows after the Channel ones (gen/channels.hpp)
+inline constexpr const char* const* kEventChannelNames = kGpuChannelNames + kPerDevice;
+// A device's last channel, after these: when its values were read (wall-clock seconds since the epoch).
+constexpr const char* kReadingTimeName = kGpuChannelNames[kPerDevice + kEventChannels];  // reading_time_seconds
 constexpr int kDeviceWidth = kPerDevice + kEventChannels;  // a device's values in a reading: the table's, then these
 
 struct EventState;  // shared by the waiter and its thread

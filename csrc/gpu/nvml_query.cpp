@@ -4,26 +4,17 @@
 #include <climits>
 #include <cstring>
 
+#include "gpu/nvml_events.hpp"
 #include "gpu/nvml_gpm.hpp"
 #include "sources/source.hpp"
 
 namespace sysprof {
 namespace nvml {
 
-const char* const kChannelNames[kPerDevice] = {
-    "utilization_percent", "memory_utilization_percent", "memory_used_bytes",       "memory_total_bytes",
-    "memory_free_bytes",   "memory_reserved_bytes",      "power_watts",             "energy_joules",
-    "energy_power_watts",  "temperature_celsius",        "sm_clock_hz",             "memory_clock_hz",
-    "pcie_tx_bytes_per_second", "pcie_rx_bytes_per_second", "nvlink_tx_bytes_per_second",
-    "nvlink_rx_bytes_per_second",
-    // throttling and health
-    "clocks_event_reasons", "violation_power_seconds_total", "violation_power_seconds_per_second",
-    "violation_thermal_seconds_total", "violation_thermal_seconds_per_second", "ecc_corrected_total",
-    "ecc_uncorrected_total", "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending",
-    "pcie_replay_total", "power_limit_watts", "pcie_link_generation", "pcie_link_width",
-    // GPM
-    "sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
-    "fp16_active_percent", "fp32_active_percent", "fp64_active_percent"};
+// The per-device channels in Channel's order are the registry's first kPerDevice gpu rows (gen/channels.hpp;
+// tests/test_gpu_health.py compares the table's channels, by these names, with the pynvml table's).
+static_assert(kPerDevice + kEventChannels + 1 == kGpuChannels,
+              "Channel, the XID channels and the reading time are the registry's gpu rows (registry.py, _gpu())");
 
 namespace {
 

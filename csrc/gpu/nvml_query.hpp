@@ -23,12 +23,14 @@
 #include <vector>
 
 #include "derive/rules.hpp"
+#include "gen/channels.hpp"
 #include "gpu/nvml_library.hpp"
 
 namespace sysprof {
 namespace nvml {
 
-// Channels per device, in this order (sysprof/sampling/registry.py, _gpu()).
+// Channels per device, in this order: the registry's (sysprof/sampling/registry.py, _gpu()), whose names
+// (kChannelNames) are generated from it at build time.
 enum Channel {
   kUtil,
   kMemUtil,
@@ -73,7 +75,7 @@ enum Channel {
 };
 constexpr int kFirstGpm = kSmActive;  // kFirstGpm .. kPerDevice-1: the GPM-only channels
 constexpr int kNoChannel = -1;
-extern const char* const kChannelNames[kPerDevice];
+inline constexpr const char* const* kChannelNames = kGpuChannelNames;
 
 // The metrics, in the order a reading asks the getters (kMetricTable's rows).
 enum Metric {

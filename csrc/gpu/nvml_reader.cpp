@@ -150,7 +150,8 @@ bool Reader::discover() {
   if (count == 0) return fail("NVML found no GPU"), false;
   if (!open_devices(count)) return false;
   size_t width = 0;
-  for (const Gpu& g : gpus_) width += g.chans.size() + kEventChannels;  // the laid-out metrics, then the XIDs'
+  // the laid-out metrics, then the XIDs', then the reading's time
+  for (const Gpu& g : gpus_) width += g.chans.size() + kEventChannels + 1;
   published_.init(width);
   scratch_.assign(width, kNaN);
   error_.reserve(256);
@@ -266,13 +267,19 @@ void Reader::read_all(int64_t now) {
   double* o = scratch_.data();
   for (size_t i = 0; i < gpus_.size(); ++i) {  // every channel into g.full, then the device's laid-out ones in order
     Gpu& g = gpus_[i];
+    int64_t w0 = wall_now_ns();
     read_device(lib_, g, now, g.full, tick_error_, *this);
+    int64_t w1 = wall_now_ns();
     for (int c : g.chans) *o++ = g.full[c];
     if (g.lost)
       fill_nan(o, kEventChannels);  // a lost device's channels all read NaN
     else
       events_.values(i, o);
     o += kEventChannels;
+    // reading_time_seconds: the middle of this device's calls (wall clock, the rows' clock), so a trace can
+    // stamp the values at the time they were true, not at the row that found them (up to an interval + kLateNs
+    // later, more when the reader lags)
+    *o++ = g.lost ? kNaN : double(w0 + (w1 - w0) / 2) * 1e-9;
   }
   std::string xid_note;
   if (events_.take_note(xid_note)) note(xid_note);
@@ -333,7 +340,9 @@ std::vector<std::string> Reader::channels() const {
   std::vector<std::string> v;
   for (const Gpu& g : gpus_) {
     for (int c : g.chans) v.push_back("gpu/" + std::to_string(g.index) + "/" + kChannelNames[c]);
-    for (const char* c : kEventChannelNames) v.push_back("gpu/" + std::to_string(g.index) + "/" + c);
+    for (int e = 0; e < kEventChannels; ++e)
+      v.push_back("gpu/" + std::to_string(g.index) + "/" + kEventChannelNames[e]);
+    v.push_back("gpu/" + std::to_string(g.index) + "/" + kReadingTimeName);
   }
   return v;
 }

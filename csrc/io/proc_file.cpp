@@ -16,15 +16,16 @@ namespace {
 
 // Opens a file for reading. O_NONBLOCK so that a FIFO cannot block the open; anything but a
 // regular file (a device such as /dev/zero, a FIFO, a socket) is refused before the first read.
-int open_regular(const std::string& path, std::string& err) {
+// err == nullptr: no message (nothing allocated), for the quiet retries of ProcFile::reopen.
+int open_regular(const std::string& path, std::string* err) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    err = path + ": " + std::strerror(errno);
+    if (err) *err = path + ": " + std::strerror(errno);
     return -1;
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    err = path + ": not a regular file";
+    if (err) *err = path + ": not a regular file";
     ::close(fd);
     return -1;
   }
@@ -58,13 +59,26 @@ bool ProcFile::open(const std::string& path, std::string& err, bool single_shot)
   if (fd_ >= 0) ::close(fd_);
   path_ = path;
   single_shot_ = single_shot;
-  fd_ = open_regular(path, err);
+  fd_ = open_regular(path, &err);
   if (fd_ < 0) return false;
   buf_.assign(16384, '\0');
   if (!read(err)) return false;
   // Headroom so that a file that grows a little (a new NIC, a hot-plugged disk) needs no allocation.
   if (buf_.size() < 2 * len_ + 4096) buf_.resize(std::min(2 * len_ + 4096, kMaxFileBytes));
   return true;
+}
+
+bool ProcFile::reopen() {
+  if (path_.empty()) return false;  // never opened
+  if (buf_.empty()) buf_.assign(16384, '\0');  // the first open failed
+  if (fd_ >= 0) ::close(fd_);
+  len_ = 0;
+  fd_ = open_regular(path_, nullptr);
+  if (fd_ < 0) return false;
+  std::string err;  // allocates only if the reopened file fails to read
+  if (read(err)) return true;
+  close();
+  return false;
 }
 
 bool ProcFile::read(std::string& err) {
@@ -95,7 +109,7 @@ bool ProcFile::read(std::string& err) {
 
 bool read_small_file(const std::string& path, std::string& out, std::string& err) {
   out.clear();
-  int fd = open_regular(path, err);
+  int fd = open_regular(path, &err);
   if (fd < 0) return false;
   char chunk[4096];
   for (;;) {

@@ -36,6 +36,11 @@ class ProcFile {
   bool read(std::string& err);
   // Closes the file (the buffer is kept for a later open). A closed file's read() fails.
   void close();
+  // Opens the path of the last open() (even a failed one) again and reads it, quietly: no message, and no
+  // allocation unless the file grew or the first open failed. For a file that can go and come back (a sysfs attribute of a removed and re-created device:
+  // the old descriptor reads ENODEV for good). False, and closed, if it cannot be opened or read.
+  bool reopen();
+  bool is_open() const { return fd_ >= 0; }
 
   const char* data() const { return buf_.data(); }
   size_t size() const { return len_; }

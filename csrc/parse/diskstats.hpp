@@ -1,4 +1,5 @@
-// /proc/diskstats lines (Documentation/admin-guide/iostats.rst): "major minor name" then the statistics.
+// /proc/diskstats lines and /sys/block/<disk>/stat (Documentation/admin-guide/iostats.rst): "major minor name"
+// then the statistics, or the statistics alone.
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -16,16 +17,12 @@ struct DiskstatsLine {
   bool has_times;  // false on 4-statistic partition lines of kernels before 2.6.25
 };
 
-// "major minor name" then 11 (2.6+), 15 (4.18+) or 17 (5.5+) statistics, or 4 on the partition
-// lines of kernels before 2.6.25. iostats.rst fixes the positions of the first 11, so a line with
-// any other count of 11 or more (a future kernel, a virtualization layer) keeps them.
-inline int parse_diskstats_line(Cursor c, DiskstatsLine& l) {
-  skip_blanks(c);
-  if (c.done()) return 0;
-  uint64_t major, minor;
-  if (!parse_u64(c, major) || !parse_u64(c, minor)) return -1;
-  l.name = next_token(c);
-  if (l.name.empty()) return -1;
+// The statistics of a disk after its name: 11 (2.6+), 15 (4.18+) or 17 (5.5+), or 4 on the partition lines
+// of kernels before 2.6.25. iostats.rst fixes the positions of the first 11, so a line with any other count
+// of 11 or more (a future kernel, a virtualization layer) keeps them. /sys/block/<disk>/stat is this part
+// alone (the same statistics in the same order, without "major minor name"; iostats.rst): both ways of
+// reading a disk go through here. Returns 1, or -1 for a malformed line (l.name is left as it is).
+inline int parse_diskstats_values(Cursor c, DiskstatsLine& l) {
   uint64_t s[11], extra;
   int n = 0;
   while (n < 11 && parse_u64(c, s[n])) ++n;
@@ -44,6 +41,17 @@ inline int parse_diskstats_line(Cursor c, DiskstatsLine& l) {
   l.v[kIoTicks] = s[9];
   l.has_times = true;
   return 1;
+}
+
+// A /proc/diskstats line: "major minor name" then the statistics. Returns 1, 0 (a blank line) or -1.
+inline int parse_diskstats_line(Cursor c, DiskstatsLine& l) {
+  skip_blanks(c);
+  if (c.done()) return 0;
+  uint64_t major, minor;
+  if (!parse_u64(c, major) || !parse_u64(c, minor)) return -1;
+  l.name = next_token(c);
+  if (l.name.empty()) return -1;
+  return parse_diskstats_values(c, l);
 }
 
 }  // namespace sysprof

@@ -1,5 +1,11 @@
-// /proc/diskstats: per whole disk I/O counters (Documentation/admin-guide/iostats.rst).
+// Per whole disk I/O counters (Documentation/admin-guide/iostats.rst): the disks are found in /proc/diskstats, and
+// read each tick from it or from their own /sys/block/<disk>/stat, whichever costs the kernel less here.
 #include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "parse/diskstats.hpp"
 #include "sources/device_filter.hpp"
@@ -57,11 +63,21 @@ class DiskstatsSource final : public FileSource {
         continue;
       }
       disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(name));
+      stat_paths_.push_back(block + "/" + sysname + "/stat");
     }
     if (!bad.empty()) malformed(file_, bad, warning);
     if (good == 0 && !bad.empty()) return false;
     if (!have_sys) warning += (warning.empty() ? "" : "; ") + block + " unreadable: partitions are not filtered out";
+    choose_files(have_sys, warning);
     return true;
+  }
+
+  // In sysfs mode the disks' own files are read (in parse), not /proc/diskstats.
+  bool sample(int64_t mono_ns, double* out, std::string& err) override {
+    if (!sysfs_) return FileSource::sample(mono_ns, out, err);
+    row_kept_ = row_kept && ok_;
+    ok_ = parse(mono_ns, out, err);
+    return ok_;
   }
 
   void layout(std::vector<std::string>& channels) override {
@@ -72,8 +88,11 @@ class DiskstatsSource final : public FileSource {
 
   std::unique_ptr<FileSource> fresh() const override {
     auto s = std::make_unique<DiskstatsSource>();
+    s->sysfs_ = sysfs_;
     for (auto& d : disks_) s->disks_.push_back(CounterDevice<kDiskCounters, DiskstatsLine>(d.name));
     s->skipped_ = skipped_;
+    s->stat_paths_ = stat_paths_;
+    if (sysfs_) s->open_stat_files();  // one that fails to open is a disk gone: retried each tick
     return s;
   }
 
@@ -101,6 +120,14 @@ class DiskstatsSource final : public FileSource {
     auto gone = [&](size_t k) {
       if (out) fill_nan(out + k * kPerDisk, kPerDisk);
     };
+    if (sysfs_) {
+      read_stat_files();
+      size_t at = 0;
+      std::string_view bad = scan_counter_texts<kDiskCounters, DiskstatsLine>(
+          texts_.data(), disks_, mono_ns, row_kept_ && out, parse_diskstats_values, fill, gone, at);
+      if (!bad.empty()) malformed(*stat_files_[at], bad, err);
+      return true;
+    }
     auto parse_line = [this](Cursor c, DiskstatsLine& l) {
       if (!skipped_.empty() && skipped_.contains(diskstats_name(c))) return 0;  // a partition or a disk left out: not parsed
       return parse_diskstats_line(c, l);
@@ -112,8 +139,82 @@ class DiskstatsSource final : public FileSource {
   }
 
  private:
+  // Which file the kept disks are read from, decided once, here. /proc/diskstats makes the kernel render every
+  // block device, partitions and loop and ram devices included (each line sums that device's per-CPU counters
+  // over the possible CPUs), in one read per ~4 kB; /sys/block/<disk>/stat renders one disk, the same
+  // statistics, at the fixed cost of a read per kept disk. Which is cheaper depends on the kernel and on how many
+  // devices the kept disks are among (benchmarks/bench_node_model.py), so SYSPROF_DISK_FILES=diskstats or sysfs
+  // picks one, and otherwise both are timed here (5 alternated rounds, the fastest of each) and the cheaper is
+  // kept. The sysfs way needs every kept disk's file to open and parse now; the channels are the same either way.
+  void choose_files(bool have_sys, std::string& warning) {
+    const char* env = std::getenv("SYSPROF_DISK_FILES");
+    std::string want = env ? env : "";
+    if (!want.empty() && want != "auto" && want != "diskstats" && want != "sysfs") {
+      warning += (warning.empty() ? "" : "; ") + std::string("SYSPROF_DISK_FILES='") + want +
+                 "' is not diskstats, sysfs or auto: auto";
+      want = "auto";
+    }
+    if (want == "diskstats" || !have_sys) return;
+    open_stat_files();
+    for (size_t k = 0; k < stat_files_.size(); ++k) {
+      DiskstatsLine l;
+      LineReader lines(stat_files_[k]->data(), stat_files_[k]->size());
+      Cursor c;
+      if (!stat_files_[k]->is_open() || !lines.next(c) || parse_diskstats_values(c, l) != 1) {
+        if (want == "sysfs")
+          warning += (warning.empty() ? "" : "; ") + stat_paths_[k] + " unreadable: /proc/diskstats is read";
+        stat_files_.clear();
+        return;
+      }
+    }
+    sysfs_ = want == "sysfs" || sysfs_cheaper();
+    if (!sysfs_) stat_files_.clear();
+  }
+
+  bool sysfs_cheaper() {
+    int64_t proc = INT64_MAX, sys = INT64_MAX;
+    std::string unused;
+    for (int round = 0; round < 5; ++round) {
+      int64_t t0 = mono_now_ns();
+      file_.read(unused);
+      int64_t t1 = mono_now_ns();
+      for (auto& f : stat_files_) f->read(unused);
+      int64_t t2 = mono_now_ns();
+      proc = std::min(proc, t1 - t0);
+      sys = std::min(sys, t2 - t1);
+    }
+    return sys < proc;
+  }
+
+  void open_stat_files() {
+    stat_files_.clear();
+    std::string unused;
+    for (const auto& p : stat_paths_) {
+      stat_files_.push_back(std::make_unique<ProcFile>());
+      stat_files_.back()->open(p, unused, true);  // sysfs attributes render in one read
+    }
+    texts_.assign(stat_files_.size(), std::string_view());
+  }
+
+  // Each disk's own file, read again; texts_[k] stays empty for a disk not there. A removed disk's file reads
+  // ENODEV for good (a re-created disk is a new file), and an empty read is no disk either: both are opened
+  // again, one open() per tick while the disk is away (as cheap as the line /proc/diskstats would render).
+  void read_stat_files() {
+    for (size_t k = 0; k < stat_files_.size(); ++k) {
+      ProcFile& f = *stat_files_[k];
+      bool ok = f.is_open() && f.read(scratch_) && f.size() > 0;
+      if (!ok) ok = f.reopen() && f.size() > 0;
+      texts_[k] = ok ? std::string_view(f.data(), f.size()) : std::string_view();
+    }
+  }
+
   std::vector<CounterDevice<kDiskCounters, DiskstatsLine>> disks_;
   SkippedNames skipped_;
+  std::vector<std::string> stat_paths_;  // each kept disk's /sys/block/<disk>/stat, in disks_ order
+  bool sysfs_ = false;  // read stat_files_, not /proc/diskstats
+  std::vector<std::unique_ptr<ProcFile>> stat_files_;
+  std::vector<std::string_view> texts_;  // what each of stat_files_ read this tick (empty: the disk is not there)
+  std::string scratch_;  // a failed read's message, not reported (the disk is gone)
 };
 
 std::unique_ptr<Source> make_diskstats_source() { return std::make_unique<DiskstatsSource>(); }

@@ -106,74 +106,97 @@ struct alignas(64) CounterDevice : DeviceHead {
 
 // What a source does with a line the shared scan could not settle alone. line(): `match` is the expected
 // device when the line hashed equal to the one it printed last (its cached parse stands), else nullptr (parse
-// it; `h` is its hash when `hashed`); returns -1 for a malformed line. gone(k): device k was not in this read.
+// it; `h` is its hash when `hashed`); `owner` is the device the line belongs to when its file is that device's
+// own (a line without a name), else nullptr (found by the name it carries). Returns -1 for a malformed line.
+// gone(k): device k was not in this read.
 struct DeviceLines {
-  virtual int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) = 0;
+  virtual int line(Cursor c, DeviceHead* match, DeviceHead* owner, uint64_t h, bool hashed, size_t& hint) = 0;
   virtual void gone(size_t k) = 0;
 
  protected:
   ~DeviceLines() = default;
 };
 
-// The loop over a counter file's lines that every per-device source shares (out of line: one copy of its code
-// for disk and net): devices are `n` heads `stride` bytes apart from `base`. Returns the last malformed line.
+// The loops over a counter file's lines that every per-device source shares (out of line: one copy of their
+// code for disk and net): devices are `n` heads `stride` bytes apart from `base`. Both return the last
+// malformed line. scan_device_lines reads one file listing every device (/proc/diskstats, /proc/net/dev);
+// scan_device_texts reads one text per device, device k's in texts[k] (its own file, e.g. /sys/block/<disk>/stat:
+// its first line, which carries no name; empty: the device is not there), and sets `bad_at` to the device of the
+// malformed line.
 std::string_view scan_device_lines(const ProcFile& file, char* base, size_t stride, size_t n, int64_t mono_ns,
                                    bool row_kept, DeviceLines& lines);
+std::string_view scan_device_texts(const std::string_view* texts, char* base, size_t stride, size_t n,
+                                   int64_t mono_ns, bool row_kept, DeviceLines& lines, size_t& bad_at);
 
-// Reads device lines (parse(Cursor, Line&) -> int; Line has `name` and `v[N]`), matches them to the
-// discovered devices, advances their counters and calls fill(index, line, delta, dt_seconds) for each
-// (dt is 0 on a device's first line: no rate yet). Devices absent from this read are marked gone
-// (re-primed when they return) and reported through gone(index). Returns the last malformed line.
-// A line of the expected device (the one after the previous match) with the hash and length of the one it
-// printed last time is not parsed again: the parse is a function of the bytes, so its values are the cached
-// ones (zero deltas). If its row slice is settled too and `row_kept` (the output buffer holds what this
-// source wrote on its previous call), the device costs one compare and one cache line: idle devices (loop
-// devices, idle NICs: most of them on a real node) then leave their slice as it is.
+// The per-device work of scan_counter_devices and scan_counter_texts (below): parse(Cursor, Line&) -> int (Line
+// has `name` and `v[N]`), matched to the discovered devices, advances their counters and calls
+// fill(index, line, delta, dt_seconds) for each (dt is 0 on a device's first line: no rate yet); gone(index) for
+// a device absent from this read (re-primed when it returns).
+template <int N, class Line, class Parse, class Fill, class Gone>
+struct CounterLines final : DeviceLines {
+  using Device = CounterDevice<N, Line>;
+  static_assert(std::is_base_of<DeviceHead, Device>::value, "");
+  CounterLines(std::vector<Device>& d, int64_t t, bool k, Parse& p, Fill& f, Gone& g)
+      : devices(d), mono_ns(t), row_kept(k), parse(p), fill(f), gone_(g) {}
+  int line(Cursor c, DeviceHead* match, DeviceHead* owner, uint64_t h, bool hashed, size_t& hint) override {
+    Device* d = static_cast<Device*>(match);
+    if (!d) {
+      Line parsed;
+      int r = parse(c, parsed);  // 1 parsed, 0 not a device line, -1 malformed
+      if (r <= 0) return r;
+      d = owner ? static_cast<Device*>(owner) : find_device(devices, parsed.name, hint);
+      if (!d || d->seen) return 0;
+      size_t len = size_t(c.end - c.p);
+      d->hash = hashed ? h : line_hash(c.p, len);
+      d->len = uint32_t(len);
+      d->line = parsed;
+      d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name
+    }
+    d->seen = true;
+    double dt = d->c[0].valid ? double(mono_ns - d->last_ns) * 1e-9 : 0.0;
+    uint64_t delta[N], any = 0;
+    for (int i = 0; i < N; ++i) any |= delta[i] = d->c[i].update(d->line.v[i]);
+    d->last_ns = mono_ns;
+    fill(size_t(d - devices.data()), d->line, delta, dt);
+    d->settled = row_kept && any == 0 && dt > 0;  // what fill wrote is the device's idle output
+    return 1;
+  }
+  void gone(size_t k) override {
+    for (auto& cn : devices[k].c) cn.valid = false;
+    gone_(k);
+  }
+  char* base() { return reinterpret_cast<char*>(static_cast<DeviceHead*>(devices.data())); }
+  std::vector<Device>& devices;
+  int64_t mono_ns;
+  bool row_kept;
+  Parse& parse;
+  Fill& fill;
+  Gone& gone_;
+};
+
+// Reads device lines from one file listing the devices by name (see CounterLines). A line of the expected device
+// (the one after the previous match) with the hash and length of the one it printed last time is not parsed
+// again: the parse is a function of the bytes, so its values are the cached ones (zero deltas). If its row slice
+// is settled too and `row_kept` (the output buffer holds what this source wrote on its previous call), the device
+// costs one compare and one cache line: idle devices (loop devices, idle NICs: most of them on a real node) then
+// leave their slice as it is.
 template <int N, class Line, class Parse, class Fill, class Gone>
 std::string_view scan_counter_devices(const ProcFile& file, std::vector<CounterDevice<N, Line>>& devices,
                                       int64_t mono_ns, bool row_kept, Parse parse, Fill fill, Gone gone) {
-  using Device = CounterDevice<N, Line>;
-  struct Lines final : DeviceLines {
-    Lines(std::vector<Device>& d, int64_t t, bool k, Parse& p, Fill& f, Gone& g)
-        : devices(d), mono_ns(t), row_kept(k), parse(p), fill(f), gone_(g) {}
-    int line(Cursor c, DeviceHead* match, uint64_t h, bool hashed, size_t& hint) override {
-      Device* d = static_cast<Device*>(match);
-      if (!d) {
-        Line parsed;
-        int r = parse(c, parsed);  // 1 parsed, 0 not a device line, -1 malformed
-        if (r <= 0) return r;
-        d = find_device(devices, parsed.name, hint);
-        if (!d || d->seen) return 0;
-        size_t len = size_t(c.end - c.p);
-        d->hash = hashed ? h : line_hash(c.p, len);
-        d->len = uint32_t(len);
-        d->line = parsed;
-        d->line.name = {};  // the buffer it pointed into is re-read next tick; fill() reads no name
-      }
-      d->seen = true;
-      double dt = d->c[0].valid ? double(mono_ns - d->last_ns) * 1e-9 : 0.0;
-      uint64_t delta[N], any = 0;
-      for (int i = 0; i < N; ++i) any |= delta[i] = d->c[i].update(d->line.v[i]);
-      d->last_ns = mono_ns;
-      fill(size_t(d - devices.data()), d->line, delta, dt);
-      d->settled = row_kept && any == 0 && dt > 0;  // what fill wrote is the device's idle output
-      return 1;
-    }
-    void gone(size_t k) override {
-      for (auto& cn : devices[k].c) cn.valid = false;
-      gone_(k);
-    }
-    std::vector<Device>& devices;
-    int64_t mono_ns;
-    bool row_kept;
-    Parse& parse;
-    Fill& fill;
-    Gone& gone_;
-  };
-  Lines lines(devices, mono_ns, row_kept, parse, fill, gone);
-  static_assert(std::is_base_of<DeviceHead, Device>::value, "");
-  return scan_device_lines(file, reinterpret_cast<char*>(static_cast<DeviceHead*>(devices.data())), sizeof(Device),
-                           devices.size(), mono_ns, row_kept, lines);
+  CounterLines<N, Line, Parse, Fill, Gone> lines(devices, mono_ns, row_kept, parse, fill, gone);
+  return scan_device_lines(file, lines.base(), sizeof(CounterDevice<N, Line>), devices.size(), mono_ns, row_kept,
+                           lines);
+}
+
+// The same from one text per device (texts[k] is device k's, empty if it is not there): the same matching, the
+// same skip of unchanged lines, the same values as scan_counter_devices on a file listing the same lines.
+template <int N, class Line, class Parse, class Fill, class Gone>
+std::string_view scan_counter_texts(const std::string_view* texts, std::vector<CounterDevice<N, Line>>& devices,
+                                    int64_t mono_ns, bool row_kept, Parse parse, Fill fill, Gone gone,
+                                    size_t& bad_at) {
+  CounterLines<N, Line, Parse, Fill, Gone> lines(devices, mono_ns, row_kept, parse, fill, gone);
+  return scan_device_texts(texts, lines.base(), sizeof(CounterDevice<N, Line>), devices.size(), mono_ns, row_kept,
+                           lines, bad_at);
 }
 
 // Writes the message into `err`, reusing its capacity: a line that stays malformed tick after tick

@@ -121,6 +121,21 @@ void test_diskstats() {
   CHECK_EQ(parse_diskstats_line(cur("   "), l), 0);
   CHECK_EQ(parse_diskstats_line(cur("8 0 sda 99999999999999999999 2 3 4 5 6 7 8 9 10 11"), l), 1);
   CHECK_EQ(l.v[kReads], kMax);
+  // /sys/block/<disk>/stat: the same statistics, without "major minor name", in %8lu columns
+  l.name = "kept";
+  CHECK_EQ(parse_diskstats_values(cur("       1        2        3        4        5        6        7        8"
+                                      "        9       10       11       12       13       14       15       16"
+                                      "       17"), l), 1);
+  CHECK(l.name == "kept");  // no name in the file: left as it was
+  CHECK_EQ(l.v[kReads], 1u);
+  CHECK_EQ(l.v[kSectorsRead], 3u);
+  CHECK_EQ(l.v[kWriteTicks], 8u);
+  CHECK_EQ(l.v[kIoTicks], 10u);
+  CHECK(l.has_times);
+  CHECK_EQ(parse_diskstats_values(cur("1 2 3 4 5 6 7 8 9 10 11"), l), 1);  // 2.6 to 4.17: 11 statistics
+  CHECK_EQ(parse_diskstats_values(cur("1 2 3"), l), -1);
+  CHECK_EQ(parse_diskstats_values(cur("   "), l), -1);  // no statistics
+  CHECK_EQ(parse_diskstats_values(cur("8 0 sda 1 2 3 4 5 6 7 8 9 10 11"), l), -1);  // a diskstats line is not one
 }
 
 void test_net_dev() {

@@ -3,7 +3,8 @@
     sysprof record [-o TRACE] [--interval 1ms] [SOURCE FLAGS: --cpu --per-cpu --memory ... | --all]
                    [--duration SECONDS] [--kill-after SECONDS] [--capacity ROWS] [--max-size SIZE]
                    [--min-free SIZE|PCT] [-- COMMAND ARGS...]
-    sysprof report TRACE [PART...] [--json] [--plot FILE.png [--smooth TIME]] [-k PATTERN] [--all]
+    sysprof report TRACE [PART...] [--json] [--plot FILE.png [--smooth TIME|0]] [-k PATTERN] [--all]
+                   [--from TIME] [--to TIME] [--steps A-B [--step GLOB]]
     sysprof info [--json]
     sysprof repair TRACE
     sysprof export TRACE -o OUT.parquet|OUT.csv|- [--format parquet|csv] [-k PATTERN] [--force]
@@ -52,7 +53,7 @@ import warnings
 from ..report import ReportError
 from ..trace.chrome import TraceDamageWarning
 from .common import PROG, CLIError, _warn, parse_time  # noqa: F401
-from .parser import build_parser
+from .parser import build_parser, join_negative_values
 from .sources import _sources_from_args  # noqa: F401
 from .record import _default_capacity, cmd_record  # noqa: F401
 from .output import _Output  # noqa: F401
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser()
-        args, extras = parser.parse_known_args(argv)
+        args, extras = parser.parse_known_args(join_negative_values(parser, argv))
         if extras and getattr(args, "subcommand", None) == "bench":  # everything goes to benchmarks/run.py
             args.bench_args, extras = extras + list(args.bench_args or []), []
         if extras:

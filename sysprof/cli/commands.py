@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import re
@@ -10,11 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..report import (TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans, no_match_message,
-                      phases_json, plot_trace, print_phases, print_table, print_verdict, require_matplotlib, summarize, verdict)
+from ..report import (ReportError, TraceData, by_phase, channel_filter, is_key_channel, jsonable, match_spans,
+                      no_match_message, phases_json, plot_trace, print_phases, print_table, print_verdict,
+                      require_matplotlib, summarize, table_layout, verdict)
 from ..report.gpu_reasons import reason_lines, reason_shares
+from ..report.plot import check_plot_name
+from ..report.window import TraceWindow, window_bounds
 from ..trace.schema import START_EVENT
-from .common import PROG, CLIError, _import_sysprof
+from .common import PROG, CLIError, _import_sysprof, check_output_path
 
 
 def _report_ranks(args) -> int:
@@ -34,21 +38,34 @@ def cmd_report(args) -> int:
     if (args.ranks is None) == (args.trace is None):
         raise CLIError("report takes one TRACE or --ranks DIR_OR_FILE... (see 'sysprof report --help')", status=2)
     if args.ranks is not None:
+        alone = [flag for flag, given in (("--plot", args.plot), ("--from", args.window_from is not None),
+                                          ("--to", args.window_to is not None), ("--steps", args.steps is not None),
+                                          ("--by", args.by)) if given]
+        if alone:
+            raise CLIError(f"{alone[0]} applies to one TRACE, not to --ranks (see 'sysprof report --help')", status=2)
         return _report_ranks(args)
 
-    if args.smooth and not args.plot:
-        raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
-    if args.plot:
-        require_matplotlib()
+    _check_report_args(args)  # before the trace is read: a large one takes a while
     data = _read_parts([args.trace] + list(args.parts or []))
     if not data.series:
         raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
+    whole, bounds = data, None
+    if args.steps is not None or args.window_from is not None or args.window_to is not None:
+        try:
+            bounds = window_bounds(data, args.window_from, args.window_to, args.steps, args.step)
+        except ReportError as e:
+            raise CLIError(str(e), status=2) from None
+        data = TraceWindow(data, bounds)
     summary = summarize(data)
+    if bounds is not None:
+        summary["window"] = bounds.json
     keep = channel_filter(args.channel)
     summary["channels"] = {ch: e for ch, e in summary["channels"].items() if keep(ch)}
     if not summary["channels"]:
         raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
                        f"({len(data.series)} channels in {args.trace}; 'sysprof report --all' lists them)")
+    show_all = args.all or bool(args.channel)
+    summary["table"] = table_layout(summary, show_all)  # the rows the text shows; --json says the same
     phases = None
     if args.by:
         phases = by_phase(data, args.by)
@@ -57,13 +74,17 @@ def cmd_report(args) -> int:
     judged = verdict(data, phases=phases, total_seconds=summary["sampled_s"])
     plotted = None
     if args.plot:
-        shaded = [s for spans in match_spans(data, args.by).values() for s in spans] if args.by else None
+        shaded = None  # Composer's batch spans where the trace has them
+        if args.by:
+            shaded = [s for spans in match_spans(data, args.by).values() for s in spans]
+        elif bounds is not None and "step" in bounds.json:  # --steps: the steps chosen
+            shaded = [s for s in data.spans if fnmatch.fnmatchcase(s.name, bounds.json["step"])]
         plotted = plot_trace(data, args.plot, channel_filter=keep if args.channel else None,
                              title=summary.get("command") or args.trace, smooth_s=args.smooth, phases=shaded)
     from sysprof.trace.gpu_events import xid_lines
-    xids = xid_lines(data.instants, data.start_ts)  # GPU XID errors (critical), one line each
+    xids = xid_lines(data.instants, whole.start_ts)  # GPU XID errors (critical), one line each, in the window
     from sysprof.sampling.gpu_refresh import refresh_line
-    refresh = refresh_line(data.instants)  # each GPU channel's refresh period, measured at start
+    refresh = refresh_line(whole.instants)  # each GPU channel's refresh period, measured at start
     clocks = reason_shares(data)  # per GPU: each clock event reason's share of time, and the violation counters'
     if args.json:
         summary["gpu_xid_events"] = xids
@@ -78,7 +99,9 @@ def cmd_report(args) -> int:
     else:
         print_verdict(judged)
         name = f"{args.trace} .. {args.parts[-1]} ({len(args.parts) + 1} parts)" if args.parts else args.trace
-        print_table(summary, name, show_all=args.all or bool(args.channel))
+        if bounds is not None:
+            name += f", {bounds.label}"
+        print_table(summary, name, show_all=show_all)
         for line in reason_lines(data, clocks):  # the names of gpu/<i>/clocks_event_reasons' bits
             print(line)
         if refresh is not None:
@@ -94,6 +117,24 @@ def cmd_report(args) -> int:
     if plotted is not None and plotted.left_out:
         print(f"plot {plotted.left_out_text()}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _check_report_args(args) -> None:
+    """What ``report`` can check before reading the trace: the options' combinations, the plot's output (its name
+    says a format matplotlib writes; its folder exists and is writable), matplotlib itself."""
+    if args.smooth is not None and not args.plot:
+        raise CLIError("--smooth applies to --plot FILE.png (see 'sysprof report --help')", status=2)
+    if args.steps is not None and (args.window_from is not None or args.window_to is not None):
+        raise CLIError("--steps is a window of its own; give it or --from/--to, not both", status=2)
+    if args.step and args.steps is None:
+        raise CLIError("--step names the steps of --steps (or --ranks); give --steps A-B", status=2)
+    if args.plot:
+        require_matplotlib()
+        try:
+            check_plot_name(args.plot)
+        except ReportError as e:
+            raise CLIError(str(e), status=2) from None
+        check_output_path(args.plot, "plot")
 
 
 def _kept(phases, keep):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import PROG, CLIError, _import_sysprof
+from .common import PROG, CLIError, _import_sysprof, check_output_path
 
 FORMATS = ("parquet", "csv")
 _SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -53,6 +53,7 @@ def cmd_export(args) -> int:
             raise CLIError(f"output exists: {out} (use --force to overwrite)")
         if _same_file(out, args.trace):
             raise CLIError(f"output {out} is the trace itself; give another name")
+        check_output_path(out)  # before the trace is read: reading a large one takes a while
     if not os.path.exists(args.trace):
         raise CLIError(f"no such file: {args.trace}")
     try:
@@ -60,7 +61,7 @@ def cmd_export(args) -> int:
                               write_parquet)
         from ..report.model import ReportError
 
-        require_pandas()
+        require_pandas()  # what the output needs, before the trace is read
         if fmt == "parquet":
             require_pyarrow()
         data = read_trace_data(args.trace)

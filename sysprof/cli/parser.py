@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import re
 
+from ..sampling.sampler import MAX_CAPACITY as SAMPLER_MAX_CAPACITY
 from .commands import cmd_bench, cmd_repair, cmd_report
-from .common import PROG, CLIError, _version, parse_free, parse_size, parse_time
+from .common import (PROG, CLIError, _version, int_in, parse_free, parse_interval, parse_signed_time, parse_size,
+                     parse_time)
 from .export import FORMATS as EXPORT_FORMATS, cmd_export
+from .flight import add_flight_flags
 from .info import cmd_info
 from .output import PARTS_KEPT
-from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, RING_SECONDS,
-                     cmd_record)
+from .record import (DEFAULT_INTERVAL, DEFAULT_KILL_AFTER, MAX_CAPACITY, MIN_CAPACITY, MISSED_SHARE_WARN,
+                     RING_SECONDS, cmd_record)
 from .serve import add_serve_parser
+from ..report.plot import AUTO_SMOOTH_POINTS
+from ..report.window import parse_steps
 from .sources import add_interval_flags, add_source_flags
 
 
@@ -55,8 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "0: never); the command runs on, stderr and the stop event say so, the exit status is 1 "
                         "unless the command's. Default: 256M or 1%% of the file system (at most 4G), the larger; "
                         "checked at the start and five times a second")
-    r.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
-                   help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}")
+    r.add_argument("-i", "--interval", type=parse_interval, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
+                   help=f"sampling interval: 1ms, 500us, 0.5s, 2 (seconds); default {DEFAULT_INTERVAL}; at least "
+                        f"1us; shorter than this machine can sample (more than "
+                        f"{MISSED_SHARE_WARN * 100:g}%% of the deadlines missed) is warned about")
     r.add_argument("-d", "--duration", type=parse_time, metavar="TIME",
                    help="stop after this long (a running command is then sent SIGTERM, like timeout(1), and "
                         "recorded until it exits)")
@@ -65,15 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
                         f"SIGTERM (default {DEFAULT_KILL_AFTER})")
     add_source_flags(r)
     add_interval_flags(r, parse_time)
-    r.add_argument("--pid", type=int, metavar="PID", help="follow an existing process instead of running a command")
+    r.add_argument("--pid", type=int_in(1, None), metavar="PID",
+                   help="follow an existing process instead of running a command")
     r.add_argument("--backend", choices=("auto", "native", "psutil"), default="auto", help="sampler backend")
     r.add_argument("--every-row", action="store_true",
                    help="write every channel group at every sample (default: only when a value changed)")
-    r.add_argument("--capacity", type=int, metavar="ROWS",
+    r.add_argument("--capacity", type=int_in(2, SAMPLER_MAX_CAPACITY), metavar="ROWS",
                    help=f"sampler ring-buffer rows, 8 x (1 + channels) bytes each; default about "
                         f"{RING_SECONDS:g} s of samples: ceil({RING_SECONDS:g} / interval), "
                         f"{MIN_CAPACITY} to {MAX_CAPACITY}")
     r.add_argument("-q", "--quiet", action="store_true", help="no status line, warnings or summary")
+    add_flight_flags(r)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
                    help="the command to run and record")
     r.set_defaults(func=cmd_record)
@@ -90,10 +100,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead of TRACE: per-rank traces (files or folders): per-rank step times, the "
                          "stragglers and what differed on them (see sysprof.report.ranks)")
     rp.add_argument("--step", action="append", metavar="PATTERN",
-                    help="with --ranks: the step spans' name (glob; default event/batch, else step)")
+                    help="with --ranks or --steps: the step spans' name (glob; default event/batch, else step)")
     rp.add_argument("--plot", metavar="FILE.png", help="draw the series on a shared time axis (needs matplotlib)")
-    rp.add_argument("--smooth", type=parse_time, metavar="TIME",
-                    help="with --plot: plot a moving average over this window (e.g. 100ms) instead of the raw steps")
+    rp.add_argument("--smooth", type=parse_smooth, metavar="TIME",
+                    help=f"with --plot: a moving average over this window (e.g. 100ms) instead of the raw steps; "
+                         f"0: the raw steps. Default: a panel of more than {AUTO_SMOOTH_POINTS:,} points is smoothed "
+                         f"(the panel says over what)")
+    win = rp.add_argument_group("time window (the table, the verdict, --by, --json and --plot)")
+    win.add_argument("--from", dest="window_from", type=parse_signed_time, metavar="TIME",
+                     help="from TIME after the trace's start (30s, 1.5m, 90); negative: before its end (-10s)")
+    win.add_argument("--to", dest="window_to", type=parse_signed_time, metavar="TIME",
+                     help="to TIME after the start; negative: before the end (--from -60s --to -30s)")
+    win.add_argument("--steps", metavar="A-B", type=parse_steps,
+                     help="from the start of step A to the end of step B (A, A-B or A-), the steps counted from 1 in "
+                          "time order: the spans named by --step (default event/batch, else step: "
+                          "sysprof.mark('step'))")
     rp.add_argument("-k", "--channel", action="append", metavar="PATTERN",
                     help="only channels matching this glob or substring (repeatable)")
     rp.add_argument("--all", action="store_true", help="also list channels that were always 0")
@@ -146,3 +167,55 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("bench_args", nargs=argparse.REMAINDER)
     b.set_defaults(func=cmd_bench)
     return p
+
+
+def parse_smooth(text: str) -> float:
+    """``--smooth``: a time (> 0), or ``0`` for the raw steps."""
+    if str(text).strip() in ("0", "0s", "off", "raw"):
+        return 0.0
+    return parse_time(text)
+
+
+_NEGATIVE = re.compile(r"-(\d|\.\d)")
+
+
+def join_negative_values(parser: argparse.ArgumentParser, argv: list) -> list:
+    """``argv`` with each option that takes a value joined to a following negative value (``--from -10s`` ->
+    ``--from=-10s``): argparse reads ``-5ms`` as an option, so ``--interval -5ms`` would say "expected one
+    argument" instead of the value's own error ("must be > 0"). Stops at ``--`` and, for ``record``, at the
+    command."""
+    subs = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    at = next((i for i, tok in enumerate(argv) if not tok.startswith("-")), None)
+    sub = subs.get(argv[at]) if at is not None else None
+    if sub is None:
+        return list(argv)
+    takes_one = {}
+    for action in sub._actions:
+        if action.option_strings and action.nargs is None:
+            longest = max(action.option_strings, key=len)
+            takes_one.update((opt, longest) for opt in action.option_strings)
+    remainder = any(a.nargs == argparse.REMAINDER for a in sub._actions if not a.option_strings)
+    out, i = list(argv[:at + 1]), at + 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            break
+        name = takes_one.get(tok) or _unique_prefix(tok, takes_one)
+        if name is not None and i + 1 < len(argv):
+            value = argv[i + 1]
+            out += [f"{name}={value}"] if _NEGATIVE.match(value) else [tok, value]
+            i += 2
+            continue
+        if remainder and not tok.startswith("-"):
+            break
+        out.append(tok)
+        i += 1
+    return out + list(argv[i:])
+
+
+def _unique_prefix(tok: str, takes_one: dict):
+    """The option ``tok`` abbreviates (argparse takes a unique prefix of a long option), if it takes one value."""
+    if not tok.startswith("--") or "=" in tok:
+        return None
+    found = {name for opt, name in takes_one.items() if opt.startswith(tok)}
+    return found.pop() if len(found) == 1 else None

@@ -14,14 +14,15 @@ import time
 import uuid
 
 from ..distributed import rank_info
-from ..report import human_bytes
+from ..report import format_seconds, human_bytes
+from ..report.table import round_up_125
 from ..sampling.registry import SOURCES
 from ..text import text
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
 from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
 from ..trace.tracks import EventBuilder, counter_event
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
-from .common import PROG, CLIError, _import_sysprof, _version
+from .common import PROG, CLIError, _import_sysprof, _version, _warn, check_output_path
 from .output import DEFAULT_MIN_FREE, MIN_MAX_SIZE, _open_output, _SpaceGuard, _symlink_error, check_parts_free
 from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, gpus_from_args,
                       intervals_from_args, requested, sampler_kwargs, target_sources, warn_problems)
@@ -38,6 +39,13 @@ MIN_CAPACITY = 1024
 MAX_CAPACITY = 65536
 #: with --duration and a command: SIGKILL this long after the SIGTERM (--kill-after)
 DEFAULT_KILL_AFTER = "5s"
+#: warn (while recording, once, and in the closing summary) when more than this share of the sampling deadlines
+#: was missed: the --interval is shorter than this machine samples (a busy machine misses some deadlines at 10 ms,
+#: 15 % of them on a 2-CPU host with every core taken; a 1 us interval misses nearly all)
+MISSED_SHARE_WARN = 0.5
+#: ... judged once this many deadlines have passed and this many seconds (a start-up hiccup is not the machine)
+MISSED_MIN_TICKS = 1000
+MISSED_MIN_SECONDS = 1.0
 
 
 def _default_capacity(interval: float) -> int:
@@ -65,8 +73,8 @@ def _preflight(args, command) -> None:
         raise CLIError("writing to stdout is not supported; give -o FILE", status=2)
     if output is not None and os.path.islink(output):
         raise _symlink_error(output)  # checked for a clear message; the open refuses a link too (O_NOFOLLOW)
-    if output is not None and os.path.isdir(output):
-        raise CLIError(f"output is a directory: {output}", status=2)
+    if output is not None:
+        check_output_path(output)  # a directory, a missing folder: said before the sampler or command starts
     if args.max_size is not None and args.max_size < MIN_MAX_SIZE:
         raise CLIError(f"--max-size must be at least {human_bytes(MIN_MAX_SIZE)}, got {human_bytes(args.max_size)}",
                        status=2)
@@ -98,7 +106,10 @@ def cmd_record(args) -> int:
     sources = _sources_from_args(args, target, pid_given=args.pid is not None)
     intervals = intervals_from_args(args, sources)
     devices = devices_from_args(args)
-    _preflight(args, command)
+    recording = _Recording
+    if getattr(args, "flight", None) is not None:  # --flight: dumps around anomalies instead of a trace
+        from .flight import FlightRecording as recording
+    recording.preflight(args, command)
     sysprof = _import_sysprof()
 
     kwargs = dict(sampler_kwargs(sources), interval=args.interval, backend=args.backend,
@@ -118,7 +129,7 @@ def cmd_record(args) -> int:
         except (ValueError, TypeError) as e:
             raise CLIError(f"cannot start the sampler: {e}") from None
 
-    rec = _Recording(args, command)
+    rec = recording(args, command)
     try:
         rec.start(make_sampler, sources, follow_child, {name: False for name in followed})
     except BaseException:
@@ -128,6 +139,11 @@ def cmd_record(args) -> int:
         warn_problems(rec.sampler, args, args.quiet)
     except Exception:  # noqa: BLE001 - a warning that cannot be worded never stops the recording
         pass
+    if not command and args.pid is None and not args.quiet:  # `record` or `record --`: say what it does
+        until = (f"for {format_seconds(args.duration)} (Ctrl-C or SIGTERM stops it sooner)" if args.duration else
+                 "until Ctrl-C or SIGTERM (--duration TIME stops it after TIME)")
+        print(f"{PROG}: no command given: recording the whole machine into {rec.output} {until}",
+              file=sys.stderr, flush=True)
     try:
         return rec.run()
     finally:
@@ -139,6 +155,8 @@ def cmd_record(args) -> int:
 class _Recording:
     """One ``record`` run: :meth:`start` (output, sampler, command), :meth:`run` (the trace's head, the loop,
     the end, the summary line, the exit status); :meth:`abort` undoes a start that failed."""
+
+    preflight = staticmethod(_preflight)
 
     def __init__(self, args, command):
         self.args = args
@@ -154,6 +172,7 @@ class _Recording:
         self.returncode = None
         self.failure = None
         self.stats = {}
+        self.missed_warned = False  # the missed-deadlines warning was given while recording
 
     # ---- start ----
     def start(self, make_sampler, sources, follow_child, without_followed) -> None:
@@ -162,7 +181,7 @@ class _Recording:
         # validate the arguments (and warm up discovery) before anything is spawned
         self.sampler = make_sampler(**without_followed) if follow_child else make_sampler()
         _require_a_source(self.sampler, sources, follow_child)
-        self.out = _open_output(self.output, self.args.force, self.args.max_size)
+        self.out = self._open_output()
         if self.args.max_size is not None:  # the parts of one recording (--max-size): the first is open
             self.parts, self.out = self.out, self.out.current
             self.recording_id = uuid.uuid4().hex
@@ -182,6 +201,9 @@ class _Recording:
         if follow_child:
             self.sampler = make_sampler(pid=self.child.pid)
             self.sampler.start()
+
+    def _open_output(self):
+        return _open_output(self.output, self.args.force, self.args.max_size)
 
     def _spawn(self) -> None:
         name = self.command[0]
@@ -361,7 +383,10 @@ class _Recording:
                 self._check_space()  # one statvfs a drain
                 if self.stopped is None and self.parts is not None and self.parts.full():
                     self._next_part()
-                self.status.update(now - t0, self.builder.rows, sampler.stats, self.writer.bytes_written)
+                stats = sampler.stats
+                self.status.update(now - t0, self.builder.rows, stats, self.writer.bytes_written)
+                if not self.missed_warned and now - t0 >= MISSED_MIN_SECONDS:
+                    self._warn_missed(stats, now - t0, live=True)
             if self.writer.closed and child is None:
                 return  # writing stopped and no command to keep running
 
@@ -400,16 +425,20 @@ class _Recording:
             events = heapq.merge(events, xids, key=_event_ts)
         if stop_ns is not None:
             events = itertools.chain(events, _later(self.builder.finish))
-        marks = []
-        if self.markers is not None:
-            try:
-                marks = (self.markers.finish(stop_ns) if stop_ns is not None else
-                         self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
-            except Exception:  # noqa: BLE001 - markers never stop a recording
-                marks = []
+        marks = self._marks(batch, stop_ns)
         if marks:
             events = heapq.merge(events, marks, key=_event_ts)
         self.writer.write_many(events)
+
+    def _marks(self, batch, stop_ns=None) -> list:
+        """The markers' events up to ``batch``'s newest row (at the stop, ``stop_ns``: all, open spans closed)."""
+        if self.markers is None:
+            return []
+        try:
+            return (self.markers.finish(stop_ns) if stop_ns is not None else
+                    self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
+        except Exception:  # noqa: BLE001 - markers never stop a recording
+            return []
 
     def _guard(self, step, *args):
         """``step(*args)``; a failure is kept (the first one) and None returned, so the steps after it still run."""
@@ -569,9 +598,48 @@ class _Recording:
                   f"{int(stats.get('missed_deadlines', 0)):,} missed deadlines, {human_bytes(size)}"
                   f"{'; writing stopped early: low disk space' if self.stopped is not None else ''}",
                   file=sys.stderr, flush=True)
+            self._warn_missed(stats, elapsed, live=False)
         if child is not None and _exit_status(self.returncode) != 0:
             return _exit_status(self.returncode)  # the command's failure comes first
         return 1 if failure is not None or self.stopped is not None else 0
+
+    def _warn_missed(self, stats, elapsed: float, live: bool) -> None:
+        """Warn when more than MISSED_SHARE_WARN of the deadlines were missed (--interval shorter than this machine
+        samples): once while recording, again in the closing summary."""
+        line = missed_deadlines_line(stats, self.args.interval, elapsed, live)
+        if line is not None:
+            self.status.clear()
+            _warn(line, self.quiet)
+            self.missed_warned = True
+
+
+def missed_deadlines_line(stats, interval: float, elapsed: float, live: bool = False):
+    """The warning about missed sampling deadlines, or None: more than MISSED_SHARE_WARN of at least
+    MISSED_MIN_TICKS deadlines missed. The samples' mean spacing (``elapsed`` / taken) and the sampler's cost of a
+    sample say what this machine does; the suggested interval is that spacing rounded up to 1, 2 or 5."""
+    try:
+        taken, missed = int(stats.get("taken", 0)), int(stats.get("missed_deadlines", 0))
+    except (TypeError, ValueError):
+        return None
+    ticks = taken + missed
+    if ticks < MISSED_MIN_TICKS or taken <= 0 or missed <= MISSED_SHARE_WARN * ticks:
+        return None
+    spacing = elapsed / taken if elapsed > 0 else interval
+    cost = stats.get("sample_ns_mean")
+    costs = f", each taking {format_seconds(cost / 1e9)}" if isinstance(cost, (int, float)) and cost > 0 else ""
+    so_far = " so far" if live else ""
+    return (f"{missed / ticks:.0%} of the sampling deadlines{so_far} were missed ({missed:,} of {ticks:,}): "
+            f"--interval {format_seconds(interval)} is shorter than this machine samples (a sample every "
+            f"{format_seconds(spacing)} on average{costs}); try --interval {_round_up_time(max(spacing, interval))}")
+
+
+def _round_up_time(seconds: float) -> str:
+    """``seconds`` rounded up to 1, 2 or 5 of a decade, as a ``--interval`` value (``20us``, ``5ms``, ``1s``)."""
+    step = round_up_125(seconds)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if step >= scale * (1 - 1e-9):
+            return f"{step / scale:.3g}{unit}"
+    return f"{step / 1e-9:.3g}ns"
 
 
 class _Status:

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-from .common import PROG, CLIError, _warn, parse_time
+from .common import PROG, CLIError, _warn, parse_interval, parse_time
 from .sources import (add_interval_flags, add_source_flags, check_targets, devices_from_args, intervals_from_args,
                       _sources_from_args, sampler_kwargs, warn_problems)
 
@@ -29,7 +29,7 @@ def add_serve_parser(sub) -> None:
     s.add_argument("--listen", default=DEFAULT_LISTEN, metavar="ADDR",
                    help=f"HOST:PORT, [IPV6]:PORT or PORT (loopback); default {DEFAULT_LISTEN}, loopback only: "
                         "give 0.0.0.0:PORT to be scraped from other hosts")
-    s.add_argument("-i", "--interval", type=parse_time, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
+    s.add_argument("-i", "--interval", type=parse_interval, default=parse_time(DEFAULT_INTERVAL), metavar="TIME",
                    help=f"sampling interval; default {DEFAULT_INTERVAL}")
     s.add_argument("--window", type=parse_time, default=parse_time(DEFAULT_WINDOW), metavar="TIME",
                    help=f"the sliding window of the _max and _min gauges; default {DEFAULT_WINDOW}; at least the "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..sampling import registry
 from ..sampling.registry import SOURCES, source_available
-from .common import CLIError, _warn
+from .common import CLIError, _warn, int_in
 
 
 def measures_target(spec) -> bool:
@@ -53,7 +53,7 @@ def add_source_flags(parser) -> None:
             if opt.is_switch:
                 g.add_argument(opt.flag, dest=opt.name, action="store_true", help=f"{opt.help} (implies {spec.flag})")
             else:
-                g.add_argument(opt.flag, dest=opt.name, type=int, metavar="N", default=None,
+                g.add_argument(opt.flag, dest=opt.name, type=int_in(opt.lo, opt.hi), metavar="N", default=None,
                                help=f"{opt.help}; {opt.lo}-{opt.hi}, default {opt.default} (with {spec.flag})")
     targets = " and ".join(SOURCES[n].flag for n in target_sources())
     g.add_argument("--all", action="store_true",

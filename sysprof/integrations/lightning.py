@@ -14,7 +14,8 @@ depend on either. The callback derives from the one that imports (``lightning.py
 * **Recording**: from ``on_fit_start`` to ``on_fit_end``; ``on_exception`` (any exception, KeyboardInterrupt
   included) stops it too, with the exception's name as the stop event's ``reason``; should neither come, the
   recording stops once ``Trainer.fit`` has left the stack (checked every 0.5 s) or at interpreter exit. Options,
-  ranks and the default file (``trainer.log_dir``, else ``default_root_dir``): :class:`Session`.
+  ranks and the default file (``trainer.log_dir``, else ``default_root_dir``): :class:`Session`. With ``flight=``
+  (a flight recorder, :mod:`sysprof.flight`), ``on_exception`` and slow ``train_batch`` phases trigger dumps.
 * **Phases** (``X`` events on the training thread): ``train_batch`` (``on_train_batch_start`` to
   ``on_train_batch_end``), ``backward`` (``on_before_backward`` to ``on_after_backward``), ``optimizer_step``
   (``on_before_optimizer_step``, after the closure's backward, to the batch's end), ``validation``
@@ -98,7 +99,8 @@ class SysprofCallback(_pl.Callback):
 
     @property
     def trace_path(self):
-        """The file this rank wrote (or writes) its trace into; None when it records nothing."""
+        """The file this rank wrote (or writes) its trace into (with ``flight=``: the dumps' folder); None when it
+        records nothing."""
         return self.session.last_path
 
     # ---- the run ----
@@ -115,7 +117,7 @@ class SysprofCallback(_pl.Callback):
 
     @guarded
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self.session.stop(type(exception).__name__)
+        self.session.stop(type(exception).__name__, exception)
 
     @guarded
     def teardown(self, trainer, pl_module, stage: str) -> None:

@@ -34,7 +34,7 @@ from sysprof import forks
 from sysprof.integrations.phase_log import PhaseLog
 from sysprof.integrations.summaries import SummaryWindow
 
-__all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
+__all__ = ["Recorder", "free_path", "trace_head", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
 
 log = logging.getLogger("sysprof.integrations")
 
@@ -68,6 +68,27 @@ def free_path(path: "os.PathLike[str] | str") -> pathlib.Path:
     return candidate
 
 
+def trace_head(pid: int, rank: int, framework: str, t_start_ns: int, sampler, channels, ts, units: dict) -> list:
+    """The first events of an in-process recording's trace (and of its flight dumps): the process name, the rank
+    metadata, the start event with the metadata, the ``units`` event; ``ts`` turns ns into the trace's ``ts``."""
+    from sysprof import __version__
+    from sysprof.trace.schema import START_EVENT
+
+    meta = {"version": __version__, "command_line": " ".join(sys.argv), "framework": framework,
+            "pid": pid, "recorder_pid": pid, "rank": rank, "interval_s": sampler.interval,
+            "intervals_s": dict(getattr(sampler, "intervals", {})), "capacity": getattr(sampler, "capacity", None),
+            "backend": getattr(sampler, "backend", None), "channels": list(channels),
+            "errors": dict(getattr(sampler, "errors", {})), "host": platform.node(), "kernel": platform.release(),
+            "cpu_count": os.cpu_count(), "start_time_ns": t_start_ns,
+            "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None}
+    return [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+             "args": {"name": f"{framework or 'training'} (pid {pid})"}},
+            {"name": "global_rank", "ph": "M", "pid": pid, "tid": 0, "args": {"value": rank}},
+            {"name": "clock_sync_timestamp_us", "ph": "M", "pid": pid, "tid": 0, "args": {"value": t_start_ns // 1000}},
+            {"name": START_EVENT, "ph": "i", "s": "g", "ts": ts(t_start_ns), "pid": pid, "tid": 0, "args": meta},
+            units]
+
+
 class Recorder:
     """One recording: :meth:`start`, phases and summaries while training, :meth:`stop` (idempotent).
 
@@ -79,13 +100,17 @@ class Recorder:
         sources: source names to sample (:data:`DEFAULT_SOURCES` when None); ``per_cpu`` etc. via ``options``.
         summaries: the :class:`SummaryWindow` fed by every drain and phase (None: no summaries).
         framework: ``"lightning"``, ``"transformers"``: written into the start event.
+        flight: :class:`~sysprof.flight.FlightOptions`: no trace of the whole run; a flight recorder
+            (:attr:`flight`) keeps the last window and writes dumps around anomalies into the folder ``path``
+            (``flight-<UTC>-<trigger>-rank<R>.json``), each named in one line of the ``sysprof.integrations``
+            logger.
     """
 
     def __init__(self, path, *, interval: float = 0.01, sources: Optional[Sequence[str]] = None,
                  intervals: Optional[Dict[str, float]] = None, devices: Optional[Sequence[str]] = None,
                  backend: str = "auto", options: Optional[Dict[str, Any]] = None,
                  summaries: Optional[SummaryWindow] = None, overwrite: bool = False, framework: str = "",
-                 rank: int = 0) -> None:
+                 rank: int = 0, flight: Any = None) -> None:
         self.requested_path = pathlib.Path(path)
         self.path = self.requested_path
         self.interval = interval
@@ -100,6 +125,8 @@ class Recorder:
         self.overwrite = overwrite
         self.framework = framework
         self.rank = int(rank)
+        self.flight_options = flight
+        self.flight: Any = None  # the FlightRecorder of a flight recording
         self.sampler: Any = None
         self.writer: Any = None
         self.builder: Any = None
@@ -151,7 +178,6 @@ class Recorder:
         """
         from sysprof.sampling.sampler import Sampler, ring_capacity
         from sysprof.trace.chrome import ChromeTraceWriter
-        from sysprof.trace.perfetto import writer_class_for
         from sysprof.trace.tracks import EventBuilder, RowTemplate
 
         flags = {name: True for name in self.sources}
@@ -159,17 +185,10 @@ class Recorder:
         capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.5 s: 8 s of margin
         sampler = Sampler(interval=self.interval, capacity=capacity, backend=self.backend, intervals=self.intervals,
                           devices=self.devices, **flags)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        writer_class = writer_class_for(self.path)
-        for _ in range(100):  # a name taken between the look and the create: the next one
-            self.path = self.requested_path if self.overwrite else free_path(self.requested_path)
-            try:
-                self.writer = writer_class(self.path, overwrite=self.overwrite)
-                break
-            except FileExistsError:
-                continue
+        if self.flight_options is not None:  # a folder for the dumps, no trace
+            self.path.mkdir(parents=True, exist_ok=True)
         else:
-            raise FileExistsError(f"no free trace name next to {self.requested_path}")
+            self._open_writer()
         self.sampler = sampler
         channels = tuple(sampler.channels)
         self.builder = EventBuilder(channels, system_pid=self._pid, float_ts=self.interval < 1e-3)
@@ -178,37 +197,44 @@ class Recorder:
             self.builder.ts = exact
         if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
             # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
-            self._rows = RowTemplate(self.builder.layout.series, self._pid, 0, changes_only=True)
+            layout = self.builder.layout
+            self._rows = RowTemplate(layout.series, self._pid, 0, changes_only=True, timed=[g for g, _ in layout.timed])
         if self.window is not None:
             self.window.bind(channels)
         self.t_start_ns = time.time_ns()
-        self.writer.write_many(self._head(channels))
-        self.writer.flush()
+        if self.writer is not None:
+            self.writer.write_many(self._head(channels))
+            self.writer.flush()
+        else:
+            from sysprof.flight import FlightRecorder
+
+            self.flight = FlightRecorder(self.path, channels, sampler.interval, self.flight_options,
+                                         head=self._head(channels), float_ts=self.builder.float_ts, pid=self._pid,
+                                         stop_args=lambda: {"stats": dict(sampler.stats), "errors": dict(sampler.errors)},
+                                         notify=log.warning, suffix=f"-rank{self.rank}")
         sampler.start()
         self._stopped.clear()
         self._thread = threading.Thread(target=self._loop, name="sysprof-recorder", daemon=True)
         self._thread.start()
         atexit.register(self._stop_at_exit)
 
-    def _head(self, channels) -> list:
-        from sysprof import __version__
-        from sysprof.trace.schema import START_EVENT
+    def _open_writer(self) -> None:
+        from sysprof.trace.perfetto import writer_class_for
 
-        pid, ts, sampler = self._pid, self.builder.ts, self.sampler
-        meta = {"version": __version__, "command_line": " ".join(sys.argv), "framework": self.framework,
-                "pid": pid, "recorder_pid": pid, "rank": self.rank, "interval_s": sampler.interval,
-                "intervals_s": dict(sampler.intervals), "capacity": sampler.capacity, "backend": sampler.backend,
-                "channels": list(channels), "errors": dict(sampler.errors), "host": platform.node(),
-                "kernel": platform.release(), "cpu_count": os.cpu_count(), "start_time_ns": self.t_start_ns,
-                "devices": list(sampler.device_filter.globs)}
-        return [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                 "args": {"name": f"{self.framework or 'training'} (pid {pid})"}},
-                {"name": "global_rank", "ph": "M", "pid": pid, "tid": 0, "args": {"value": self.rank}},
-                {"name": "clock_sync_timestamp_us", "ph": "M", "pid": pid, "tid": 0,
-                 "args": {"value": self.t_start_ns // 1000}},
-                {"name": START_EVENT, "ph": "i", "s": "g", "ts": ts(self.t_start_ns), "pid": pid, "tid": 0,
-                 "args": meta},
-                self.builder.units_event()]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writer_class = writer_class_for(self.path)
+        for _ in range(100):  # a name taken between the look and the create: the next one
+            self.path = self.requested_path if self.overwrite else free_path(self.requested_path)
+            try:
+                self.writer = writer_class(self.path, overwrite=self.overwrite)
+                return
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"no free trace name next to {self.requested_path}")
+
+    def _head(self, channels) -> list:
+        return trace_head(self._pid, self.rank, self.framework, self.t_start_ns, self.sampler, channels,
+                          self.builder.ts, self.builder.units_event())
 
     # ---- the training thread ----
     # phase_begin(name, t_ns=None, tentative=False), phase_end(name, t_ns=None, **args), phase_cancel(name),
@@ -241,7 +267,7 @@ class Recorder:
         while not self._stopped.wait(DRAIN_PERIOD):
             try:
                 self._drain()
-                if time.monotonic() - last_flush >= FLUSH_PERIOD:
+                if self.writer is not None and time.monotonic() - last_flush >= FLUSH_PERIOD:
                     with self._write_lock:
                         self._write_stats()
                         self.writer.flush()
@@ -249,6 +275,8 @@ class Recorder:
             except Exception as e:  # noqa: BLE001 - e.g. the disk filled up: what was flushed stays readable
                 self._fail("write", e)
             if self._watch is not None and not self._watched_alive():
+                if self.flight is not None:  # without the trainer's end hook: an exception or an interrupt
+                    self.flight.trigger("exception", "the training call ended without its end hook")
                 self._stop_here("training call ended")
                 return
 
@@ -288,6 +316,12 @@ class Recorder:
     def _write(self, last: bool = False) -> None:
         with self._write_lock:
             writer, rows, pending = self.writer, self._rows, self._pending
+            if self.flight is not None:
+                while pending:
+                    batch, spans = pending.popleft()
+                    self.flight.feed_events(self._phase_events(spans))
+                    self.flight.feed(batch)
+                return
             if writer is None:
                 return
             while pending:
@@ -295,7 +329,9 @@ class Recorder:
                 if rows is None:
                     writer.write_many(self.builder.events(batch) if len(batch) else [])
                 elif len(batch):
-                    rendered = rows.render(batch.timestamps_ns, self.builder.layout.project(batch.values))
+                    layout = self.builder.layout
+                    rendered = rows.render(batch.timestamps_ns, layout.project(batch.values),
+                                           layout.track_times_ns(batch.timestamps_ns, batch.values))
                     if rendered:
                         writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
                 if spans:  # after the counters: readers sort, the format allows it
@@ -346,6 +382,9 @@ class Recorder:
 
     def _stop_at_exit(self) -> None:
         """atexit: a recording still running when the interpreter exits (an exception that ended the program)."""
+        exc = getattr(sys, "last_value", None)  # the exception that ended the program, if one did
+        if exc is not None and self.flight is not None:
+            self.flight.trigger("exception", f"{type(exc).__name__}: {exc}")
         self.stop("interpreter exit")
 
     def _stop_here(self, reason: str) -> None:
@@ -360,12 +399,15 @@ class Recorder:
         self._watch = None
         atexit.unregister(self._stop_at_exit)
         sampler, writer = self.sampler, self.writer
-        if sampler is None or writer is None:
+        if sampler is None or (writer is None and self.flight is None):
             self._finished.set()
             return
         try:
             sampler.stop()
             self._drain(stop=(time.time_ns(), reason))  # phases still open end with the recording
+            if writer is None:  # a flight recording: the pending dumps, with what arrived
+                self.flight.close()
+                return
             with self._write_lock:
                 self._write_stats()
                 stats = dict(sampler.stats)
@@ -378,7 +420,8 @@ class Recorder:
             self._fail("stop", e)
         finally:
             try:
-                writer.close()
+                if writer is not None:
+                    writer.close()
             except Exception as e:  # noqa: BLE001
                 self._fail("close", e)
             self.sampler = self.writer = None

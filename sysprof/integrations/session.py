@@ -69,15 +69,19 @@ class Session:
         summaries: what is logged at each logging step (:mod:`sysprof.integrations.summaries`): None (the default
             set), False (nothing), or a list of ``"channel:stat"`` / :class:`~sysprof.integrations.summaries.Summary`.
         ranks: which ranks record (module docstring).
+        flight: a flight recorder instead of a trace of the whole run (:mod:`sysprof.flight`): the window in
+            seconds (``30``), as a time (``"30s"``), or a dict of :class:`~sysprof.flight.FlightOptions`; the dumps
+            go into the folder ``path`` (default ``sysprof-flight`` in the trainer's output folder), one line each
+            to the ``sysprof.integrations`` logger. An exception that reaches the callback triggers one.
 
     Raises:
-        ValueError: an unknown ``ranks`` or a bad summary.
+        ValueError: an unknown ``ranks``, a bad summary or ``flight``.
     """
 
     def __init__(self, path=None, *, interval: float = 0.01, sources: Optional[Sequence[str]] = None,
                  intervals: Optional[Dict[str, float]] = None, devices: Optional[Sequence[str]] = None,
                  backend: str = "auto", summaries: Any = None, ranks: str = "local_zero", overwrite: bool = False,
-                 options: Optional[Dict[str, Any]] = None) -> None:
+                 options: Optional[Dict[str, Any]] = None, flight: Any = None) -> None:
         if ranks not in RANKS:
             raise ValueError(f"ranks must be one of {', '.join(RANKS)}, got {ranks!r}")
         self.path = path
@@ -86,6 +90,9 @@ class Session:
         self.summaries = summaries
         SummaryWindow(summaries)  # checks the spec now, in the user's code
         self.ranks = ranks
+        from sysprof.flight import FlightOptions
+
+        self.flight = FlightOptions.of(flight) if flight is not None else None
         self.recorder: Optional[Recorder] = None
         self.failures = 0
         self.last_path: Optional[pathlib.Path] = None
@@ -101,9 +108,10 @@ class Session:
         if not self.records(rank, local_rank):
             return None
         path = pathlib.Path(self.path) if self.path is not None else \
-            pathlib.Path(folder or ".") / f"sysprof-rank{rank}.json"
+            pathlib.Path(folder or ".") / (f"sysprof-rank{rank}.json" if self.flight is None else "sysprof-flight")
         window = SummaryWindow(self.summaries) if self.summaries is not False else None
-        recorder = Recorder(path, summaries=window, framework=framework, rank=rank, **self.settings)
+        recorder = Recorder(path, summaries=window, framework=framework, rank=rank, flight=self.flight,
+                            **self.settings)
         try:
             recorder.start()
         except Exception as e:  # noqa: BLE001 - a bad path or argument: train without sysprof, say why
@@ -113,13 +121,19 @@ class Session:
         recorder.watch(watch)
         self.recorder = recorder
         self.last_path = recorder.path
-        print(f"sysprof: recording system metrics every {recorder.sampler.interval * 1e3:g} ms to "
-              f"{recorder.path}", file=sys.stderr, flush=True)
+        flight = recorder.flight
+        where = (f"to {recorder.path}" if flight is None else f"into a {flight.window_s:g} s flight recorder, dumps "
+                 f"around anomalies to {recorder.path}")
+        print(f"sysprof: recording system metrics every {recorder.sampler.interval * 1e3:g} ms {where}",
+              file=sys.stderr, flush=True)
         return recorder
 
-    def stop(self, reason: str = "end") -> None:
+    def stop(self, reason: str = "end", exception: Optional[BaseException] = None) -> None:
+        """Stop recording; ``exception``: the one that reached the callback (a flight recorder dumps around it)."""
         recorder, self.recorder = self.recorder, None
         if recorder is not None and recorder._pid == os.getpid():
+            if exception is not None and recorder.flight is not None:
+                recorder.flight.trigger("exception", f"{type(exception).__name__}: {exception}")
             recorder.stop(reason)
 
     def summaries_now(self) -> Dict[str, float]:

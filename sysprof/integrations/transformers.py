@@ -16,7 +16,9 @@ Needs ``transformers`` (imported when this module is); sysprof does not depend o
   KeyboardInterrupt that leaves ``Trainer.train`` stops the recording within 0.5 s (the recorder's thread sees the
   call gone from the stack; the stop event's ``reason`` says ``training call ended``), or at interpreter exit;
   the trace on disk is flushed every second meanwhile. Options, ranks and the default file
-  (``args.output_dir``): :class:`~sysprof.integrations.session.Session`.
+  (``args.output_dir``): :class:`~sysprof.integrations.session.Session`. With ``flight=`` (a flight recorder,
+  :mod:`sysprof.flight`), slow ``step`` phases and a ``train`` call that ends without ``on_train_end`` (an exception)
+  trigger dumps.
 * **Phases** (``X`` events on the training thread): ``step`` (``on_step_begin`` to ``on_step_end``),
   ``optimizer_step`` (``on_pre_optimizer_step`` to ``on_optimizer_step``, where the Trainer has them),
   ``evaluate`` and ``save`` (the Trainer calls ``on_evaluate`` and ``on_save`` once they are done, so each starts
@@ -75,7 +77,8 @@ class SysprofCallback(_TrainerCallback):
 
     @property
     def trace_path(self):
-        """The file this rank wrote (or writes) its trace into; None when it records nothing."""
+        """The file this rank wrote (or writes) its trace into (with ``flight=``: the dumps' folder); None when it
+        records nothing."""
         return self.session.last_path
 
     def _event(self):

@@ -269,8 +269,9 @@ class JSONTraceHandler(TraceHandler):
                 template = self._template
                 if template is None or template.series is not rows.series:
                     self._finish_rows()  # the old channel set's last values end here
-                    template = self._template = RowTemplate(rows.series, self._rank, self._tid, self.changes_only)
-                for text, n in template.render(rows.times_ns, rows.values):
+                    template = self._template = RowTemplate(rows.series, self._rank, self._tid, self.changes_only,
+                                                            timed=rows.track_ns)
+                for text, n in template.render(rows.times_ns, rows.values, rows.track_ns):
                     pending.append((_TEXT, text, n))
             self._write_pending()  # off the hot path (called from a drain): write now, memory stays per-batch
 

@@ -90,6 +90,8 @@ class Profiler(Callback):
             (``SystemProfiler(prometheus_listen=...)``; loopback unless a host is given).
         sys_prof_host_sampling: ``"per_node"`` (host sources on local rank 0 only in a distributed job) or
             ``"every_rank"``: the system profiler's ``host_sampling`` (:mod:`sysprof.distributed`).
+        sys_prof_flight, sys_prof_flight_folder: the system profiler's flight recorder (``SystemProfiler(flight=,
+            flight_folder=)``, :mod:`sysprof.flight`).
         **torch_prof_kwargs: Composer's ``torch_prof_*`` keywords, accepted for compatibility. sysprof does not
             run the torch profiler: a ``RuntimeWarning`` is issued (once per process) when they ask for torch
             tracing (``torch_prof_record_shapes``, ``_profile_memory``, ``_with_stack``, ``_with_flops`` true or
@@ -116,6 +118,8 @@ class Profiler(Callback):
         sys_prof_devices: Optional[Sequence[str]] = None,
         sys_prof_prometheus_listen: Optional[str] = None,
         sys_prof_host_sampling: str = "per_node",
+        sys_prof_flight: Any = None,
+        sys_prof_flight_folder: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -155,7 +159,8 @@ class Profiler(Callback):
                 profile_net=sys_prof_net, stats_thread_interval_seconds=sys_prof_stats_thread_interval_seconds,
                 per_cpu=sys_prof_per_cpu, rates=sys_prof_rates, intervals=sys_prof_intervals,
                 devices=sys_prof_devices, prometheus_listen=sys_prof_prometheus_listen,
-                host_sampling=sys_prof_host_sampling, **{f"profile_{n}": v for n, v in sources.items()}))
+                host_sampling=sys_prof_host_sampling, flight=sys_prof_flight, flight_folder=sys_prof_flight_folder,
+                **{f"profile_{n}": v for n, v in sources.items()}))
 
     # ------------------------------------------------------------------ Composer API
     def bind_to_state(self, state: Any) -> None:

@@ -12,6 +12,7 @@ the field name): the ``"composer"`` :class:`~sysprof.trace.tracks.TrackLayout` o
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import numbers
@@ -163,6 +164,8 @@ class SystemProfiler(Callback):
         gpu_interval_seconds: Optional[float] = None,
         host_sampling: str = "per_node",
         log_summaries: Any = False,
+        flight: Any = None,
+        flight_folder: Optional[str] = None,
         **sources: bool,
     ) -> None:
         super().__init__()
@@ -220,6 +223,13 @@ class SystemProfiler(Callback):
         self._last_drain = 0.0
         self._last_action = "skip"
         self._counts = {"rows_drained": 0, "rows_recorded": 0}
+        from sysprof.flight import FlightOptions
+
+        self.flight = FlightOptions.of(flight) if flight is not None else None
+        self.flight_folder = flight_folder
+        self._flight: Any = None  # the FlightRecorder of the running sampler
+        self._flight_spans: collections.deque = collections.deque()  # (start, end) ns of batches not yet fed
+        self._batch_ns: Optional[int] = None
         self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
         forks.register(self)
 
@@ -232,6 +242,7 @@ class SystemProfiler(Callback):
         self.sampler = None
         self._endpoint = None  # its server thread is the parent's
         self._clock = None
+        self._flight = None
 
     # ------------------------------------------------------------------ lifecycle
     def _make_sampler(self) -> Any:
@@ -296,6 +307,7 @@ class SystemProfiler(Callback):
             self._summaries = SummaryWindow(self.log_summaries)
             self._summaries.bind(channels)
         self._observe(state)
+        self._flight = self._start_flight(sampler, channels) if self.flight is not None else None
         sampler.start()
         self._instants = SystemInstants(sampler)  # GPU XIDs, the GPU refresh periods at start (their own thread)
         self._samples = SystemSamples(sampler) if any(c.startswith("gpu/") for c in channels) else None
@@ -304,8 +316,36 @@ class SystemProfiler(Callback):
         self._thread = threading.Thread(target=self._drain_loop, name="sysprof-drain", daemon=True)
         self._thread.start()
 
+    def _start_flight(self, sampler: Any, channels: tuple) -> Any:
+        """The flight recorder of ``flight`` (None, logged, where it cannot be made)."""
+        import os
+
+        from sysprof.flight import FlightRecorder
+        from sysprof.integrations.recorder import trace_head
+        from sysprof.trace.tracks import TrackLayout
+
+        try:
+            pid, rank = os.getpid(), self._rank.rank
+            float_ts = sampler.interval < 1e-3
+            ts = (lambda t: t / 1000.0) if float_ts else (lambda t: t // 1000)
+            units = TrackLayout(channels, "sysprof", system_pid=pid).units_event(pid)
+            head = trace_head(pid, rank, "composer", time.time_ns(), sampler, channels, ts, units)
+            return FlightRecorder(self.flight_folder or "sysprof-flight", channels, sampler.interval, self.flight,
+                                  head=head, float_ts=float_ts, pid=pid, notify=log.warning, suffix=f"-rank{rank}",
+                                  stop_args=lambda: {"stats": dict(sampler.stats), "errors": dict(sampler.errors)})
+        except Exception as e:  # noqa: BLE001 - training goes on without it
+            log.warning("sysprof SystemProfiler: no flight recorder: %s: %s", type(e).__name__, e)
+            return None
+
     def run_event(self, event: Any, state: Any, logger: Any) -> None:
         """Observe the profiler action at every event, drain when due, then dispatch the event."""
+        if self._flight is not None:  # the batches' times, fed to the flight recorder at the next drain
+            name = event_name(event)
+            if name == "batch_start":
+                self._batch_ns = time.time_ns()
+            elif name == "batch_end" and self._batch_ns is not None:
+                self._flight_spans.append((self._batch_ns, time.time_ns()))
+                self._batch_ns = None
         if self.sampler is not None and state.profiler is not None:
             if self._cuda_device is None:
                 self._note_cuda_device()
@@ -335,6 +375,10 @@ class SystemProfiler(Callback):
     def close(self, state: Any, logger: Any) -> None:
         """Stop and join the sampler and the drain thread, then emit every sample still buffered."""
         del logger
+        flight = self._flight
+        exc = sys.exc_info()[1] or getattr(sys, "last_value", None)  # an exception that ended training
+        if flight is not None and exc is not None:
+            flight.trigger("exception", f"{type(exc).__name__}: {exc}")
         if self.sampler is not None and state is not None and getattr(state, "profiler", None) is not None:
             self._observe(state)
         self._shutdown()
@@ -352,6 +396,9 @@ class SystemProfiler(Callback):
             sampler.stop()
             self._drain(cycle_end=True)
             self.sampler = None
+        flight, self._flight = self._flight, None
+        if flight is not None:
+            flight.close()
         endpoint, self._endpoint = self._endpoint, None
         if endpoint is not None:
             endpoint.stop()
@@ -402,6 +449,12 @@ class SystemProfiler(Callback):
             batch = sampler.drain()
             if self._endpoint is not None:
                 self._endpoint.feed(batch)
+            if self._flight is not None:
+                try:
+                    self._feed_flight(batch)
+                except Exception:  # noqa: BLE001 - the flight recorder goes, training and the trace go on
+                    log.exception("sysprof SystemProfiler: the flight recorder failed; it is off from here")
+                    self._flight = None
             n = len(batch)
             self._counts["rows_drained"] += n
             if self._summaries is not None:
@@ -429,6 +482,16 @@ class SystemProfiler(Callback):
                 self._finish_streams()
             if cycle_end and samples is not None:
                 samples.saved(_now_ns())
+
+    def _feed_flight(self, batch: Any) -> None:
+        flight, spans, pid = self._flight, self._flight_spans, self._flight.pid
+        events = []
+        while spans:
+            start, end = spans.popleft()
+            events.append({"name": "event/batch", "cat": "event", "ph": "X", "ts": flight.ts(start),
+                           "dur": flight.ts(end) - flight.ts(start), "pid": pid, "tid": 0})
+        flight.feed_events(events)
+        flight.feed(batch)
 
     def _handlers(self) -> list:
         return list(self._state.profiler.trace_handlers)

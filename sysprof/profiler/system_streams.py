@@ -71,10 +71,11 @@ class ChangedEvents:
             return
         mask = self.changes.mask(rows.values)
         self.last = (int(rows.times_ns[-1]), rows.timestamps[-1])
+        own = rows.track_ns  # a series stamped with its reading time (a GPU's)
         for r in np.flatnonzero(mask.any(axis=1)).tolist():
             row, t_ns, timestamp = rows.values[r].tolist(), int(rows.times_ns[r]), rows.timestamps[r]
             for g in np.flatnonzero(mask[r]).tolist():
-                self._send(handler, g, row, t_ns, timestamp)
+                self._send(handler, g, row, int(own[g][r]) if g in own else t_ns, timestamp)
 
     def finish(self, handler: Any) -> None:
         if self.changes.prev is not None and self.last is not None:

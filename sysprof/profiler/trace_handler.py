@@ -54,35 +54,48 @@ class CounterRows:
         timestamps (list): (n,) training timestamp current at each row.
         units (dict | None): unit of each traced channel (``join_channel(name, key)`` -> unit), for the trace's
             ``"sysprof units"`` metadata event; None: not known.
+        track_ns (dict): series index -> int64 (n,): when the values of a series stamped with its own reading time
+            (a GPU's) were read (:meth:`sysprof.trace.tracks.TrackLayout.track_times_ns`); its events carry that
+            time, once per reading.
     """
 
-    __slots__ = ("series", "times_ns", "values", "timestamps", "units")
+    __slots__ = ("series", "times_ns", "values", "timestamps", "units", "track_ns")
 
-    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list, units: Any = None) -> None:
+    def __init__(self, series: list, times_ns: Any, values: Any, timestamps: list, units: Any = None,
+                 track_ns: Any = None) -> None:
         self.series = series
         self.times_ns = times_ns
         self.values = values
         self.timestamps = timestamps
         self.units = units
+        self.track_ns = track_ns or {}
 
     def __len__(self) -> int:
         return len(self.timestamps)
 
-    def row_events(self, i: int, row: Any = None):
+    def row_events(self, i: int, row: Any = None, fresh: Any = None):
         """Yield ``(name, categories, timestamp, wall_clock_time_ns, values)`` for row ``i`` (``row``: its values as
-        a list, if already converted)."""
+        a list, if already converted): a series in :attr:`track_ns` at its reading time, and only where ``fresh``
+        (series index -> bool per row; None: every row) says the reading is new."""
         row = self.values[i].tolist() if row is None else row
         t = int(self.times_ns[i])
         timestamp = self.timestamps[i]
-        for name, categories, keys, lo, hi in self.series:
+        own = self.track_ns
+        for g, (name, categories, keys, lo, hi) in enumerate(self.series):
+            if g in own and fresh is not None and not fresh[g][i]:
+                continue
             values = counter_args(keys, row[lo:hi])
             if values:
-                yield name, categories, timestamp, t, values
+                yield name, categories, timestamp, int(own[g][i]) if g in own else t, values
 
     def events(self):
-        """Yield every event of the batch, row by row, as :meth:`row_events` does."""
+        """Yield every event of the batch, row by row, as :meth:`row_events` does (a timed series once per
+        reading)."""
+        from sysprof.trace.tracks import new_readings
+
+        fresh = {g: new_readings(ns) for g, ns in self.track_ns.items()}
         for i, row in enumerate(self.values.tolist()):
-            yield from self.row_events(i, row)
+            yield from self.row_events(i, row, fresh)
 
 
 def send_counter_rows(handler: Any, rows: CounterRows) -> None:

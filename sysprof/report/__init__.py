@@ -25,6 +25,6 @@ from .phases import (WHOLE_TRACE, ChannelPhase, PhaseStats, by_phase, match_span
                      phases_frame, phases_json, whole_trace)
 from .stats import GAP_FACTOR, channel_filter, jsonable, sampled_windows, summarize, weighted_stats  # noqa: F401
 from .table import (_is_boring, format_seconds, format_si, format_value, human_bytes, print_phases,  # noqa: F401
-                    print_table, print_verdict)
+                    print_table, print_verdict, problem_lines, short_problem, table_layout)
 from .verdict import KEY_CHANNELS, is_key_channel, verdict  # noqa: F401
 from .units import infer_unit, unit_of  # noqa: F401

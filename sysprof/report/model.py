@@ -2,7 +2,9 @@
 sampler statistics. Errors are :class:`ReportError`."""
 from __future__ import annotations
 
+import math
 from array import array
+from typing import Optional
 
 from ..trace.columns import HeldSeries, expand, held
 from ..trace.columns import event_ns as _event_ns
@@ -321,10 +323,20 @@ class TraceData:
             return float(np.median(np.diff(ts))) / 1e6, "median spacing"
         return None, None
 
-    def interval_us(self) -> float:
-        """The sampling interval in µs (see :meth:`interval`; 1 when unknown)."""
+    def interval_us(self, channel: Optional[str] = None) -> float:
+        """The sampling interval in µs (see :meth:`interval`; 1 when unknown); with a sampler ``channel``, its
+        source's own interval where the metadata has one (``intervals_s``: ``record --interval-gpu``, the GPU's
+        10 ms default) and it is longer."""
         iv, _ = self.interval()
-        return iv * 1e6 if iv else 1.0
+        iv = iv * 1e6 if iv else 1.0
+        own = self.meta.get("intervals_s")
+        if channel is not None and isinstance(own, dict):
+            from sysprof.sampling.registry import source_of
+
+            v = own.get(source_of(channel))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v * 1e6 > iv:
+                return v * 1e6
+        return iv
 
     def weights(self, t):
         """How long (µs) each value of a series held: until the series' next event; the last one an interval."""

@@ -6,10 +6,11 @@ network throughput, pressure (the share of wall time stalled), the process tree 
 of ``process_tree/<slot>/...``), GPU (utilisation, memory, power), then every other varying series, one panel
 per (source, unit), while there is room (:data:`MAX_PANELS`; at most :data:`MAX_LINES` lines a panel).
 
-Nothing is dropped silently. A channel is either drawn, or *redundant* (its information is drawn in another
-form: a running total whose rate is drawn, ``idle`` = 100 - the stacked modes, ``available``/``free``/``total``
-beside ``used``, the kernel's PSI averages of the stall time drawn as a rate, a member's pid, used in its label),
-or *hidden* (always 0 or never valid, as the table hides them), or *left out* (no room, or a count kept off the
+Nothing is dropped silently. A channel is either drawn, or *constant* (its panel's every series is flat: folded
+into the figure's footnote with its value, unless nothing else would be drawn), or *redundant* (its information is
+drawn in another form: a running total whose rate is drawn, ``idle`` = 100 - the stacked modes,
+``available``/``free``/``total`` beside ``used``, the kernel's PSI averages of the stall time drawn as a rate, a
+member's pid, used in its label), or *hidden* (always 0 or never valid, as the table hides them), or *left out* (no room, or a count kept off the
 default plot: IOPS, packets, threads, virtual size); the plot and ``sysprof report`` name what was left out,
 and ``-k PATTERN`` draws exactly the channels it matches (only the caps then apply).
 """
@@ -26,8 +27,9 @@ __all__ = ["Panel", "Selection", "choose_panels", "MAX_PANELS", "MAX_LINES", "MA
 MAX_PANELS = 14
 MAX_LINES = 8
 MAX_MEMBER_LINES = 16  # per-member panels of process_tree (its slots: 8 by default, up to 64)
-#: units whose axis is never clipped at a percentile: shares with a natural range (a spike is a real 100 %)
-BOUNDED_UNITS = ("%", "s/s")
+#: shares with a natural range, by unit: their full scale. Their axis is fixed (0 to it, or to the next multiple
+#: of it above the maximum: a process on 3.4 cores is on a 0-400 % axis) and never clipped (a spike is a real 100 %)
+BOUNDED_UNITS = {"%": 100.0, "s/s": 1.0}
 
 #: (panel, regular expression): a channel goes to the first panel whose expression matches it whole; the
 #: default plot shows these panels first, in this order. ``{field}``: one panel per member field. The ``_gb``,
@@ -84,6 +86,7 @@ class Selection(NamedTuple):
     left_out: List[str]    # channels with something to show that are not drawn (no room, or kept off by default)
     hidden: List[str]      # always 0 or never valid
     redundant: List[str]   # drawn in another form
+    constant: List[tuple] = []  # (channel, unit, value) of the panels folded away: every series constant
 
 
 def _matches(ch: str, patterns) -> bool:
@@ -150,6 +153,7 @@ def choose_panels(data, channel_filter=None, filtered: bool = False) -> Selectio
         ranks.setdefault(key, rank)
         groups.setdefault(key, []).append((float(np.ptp(finite)), ch))
     _member_memory(groups, left_out, filtered)
+    constant = _fold_constant(groups, series)
     order = {s: i for i, s in enumerate(_SOURCE_ORDER)}
 
     def sort_key(key):
@@ -178,7 +182,24 @@ def choose_panels(data, channel_filter=None, filtered: bool = False) -> Selectio
         else:
             panels.append(Panel(title, unit, chs))
     left_out.sort(key=index.get)
-    return Selection(panels, left_out, hidden, redundant)
+    return Selection(panels, left_out, hidden, redundant, constant)
+
+
+def _fold_constant(groups, series) -> list:
+    """Take the panels whose every series is constant (a flat line says no more than its value) out of
+    ``groups``: ``[(channel, unit, value)]``, in trace order. Kept when they are all there is to draw."""
+    import numpy as np
+
+    flat = [key for key, members in groups.items() if all(spread == 0 for spread, _ in members)]
+    if len(flat) == len(groups):
+        return []
+    out = []
+    for key in flat:
+        for _, ch in groups.pop(key):
+            v = series[ch][1]
+            out.append((ch, key[1], float(v[np.isfinite(v)][0])))
+    index = {ch: i for i, ch in enumerate(series)}
+    return sorted(out, key=lambda c: index[c[0]])
 
 
 #: the stacking order of /proc/stat's modes; iowait is not busy time, so

@@ -32,7 +32,7 @@ Amounts, by the channel's kind and unit (:func:`amount_rule`; the amount's unit 
 * a rate (kind ``rate``, a ``*_per_second`` channel; unit ``X/s``): its integral over time [``X``]: ``B/s`` -> B,
   ``/s`` -> a count, ``s/s`` (a PSI stall share, a disk's busy share) -> s (stall-seconds, busy seconds);
 * a total (kinds ``counter``, ``counter32``, ``ticks``): its increase [the channel's unit: B, s, J, a count];
-* power (``W``): its integral [J];
+* power drawn (``W``; not a ``*_limit_watts``): its integral [J];
 * a percent of one core or CPU (``process/cpu_percent``, ``process_tree/cpu_percent``, ``cgroup/cpu_percent``,
   ``cpu/<id>/percent``): integral / 100 [s: CPU-seconds];
 * a share of all CPUs' time (``cpu/percent``, ``cpu/<mode>_percent``): integral / 100 x the trace's
@@ -119,7 +119,7 @@ def amount_rule(channel: str, unit: str, cpu_count=None):
         return "increase", 1.0, unit
     if kind == "rate":
         return "integral", 1.0, unit[:-2] if unit.endswith("/s") else unit
-    if unit == "W":
+    if unit == "W" and not channel.endswith("_limit_watts"):  # power drawn, not a limit
         return "integral", 1.0, "J"
     if unit == "%" and spec is not None:
         if _matches(channel, _CORE_PERCENT) or _matches(channel, _GPU_TIME_PERCENT):
@@ -216,13 +216,13 @@ class _Pieces:
 class _Channel:
     """One series prepared for attribution: its pieces (times in seconds from ``origin``) and its amount rule."""
 
-    def __init__(self, data: TraceData, t_us, v, unit: str, rule, origin_us: float):
+    def __init__(self, data: TraceData, channel: str, t_us, v, unit: str, rule, origin_us: float):
         import numpy as np
 
         t = np.subtract(t_us, origin_us, dtype=np.float64)  # (in place from here: one channel's arrays at a time)
         t /= 1e6
         v = np.asarray(v, dtype=np.float64)
-        iv = data.interval_us() / 1e6
+        iv = data.interval_us(channel) / 1e6  # its source's: a GPU counter steps once per GPU reading
         w = np.empty_like(t)
         if t.size:
             np.subtract(t[1:], t[:-1], out=w[:-1])
@@ -265,7 +265,7 @@ def _prepare(data: TraceData, channels: Optional[Callable[[str], bool]], origin_
             continue
         t, v = series[ch]
         unit = unit_of(ch, units)
-        yield ch, _Channel(data, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
+        yield ch, _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us)
         del t, v
 
 

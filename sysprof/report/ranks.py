@@ -186,15 +186,23 @@ def _load(files: List[str]) -> Dict[int, RankSummary]:
     return out
 
 
-def _steps(ranks: Dict[int, RankSummary], step: Optional[Sequence[str]]) -> str:
+def step_pattern(spans, step: Optional[Sequence[str]] = None, where: str = "the trace") -> str:
+    """The first of the ``step`` patterns (default :data:`STEP_PATTERNS`) that names one of ``spans``; a
+    ReportError when none does."""
     patterns = tuple(step) if step else STEP_PATTERNS
+    names = {s.name for s in spans}
     for pattern in patterns:
-        if any(fnmatch.fnmatchcase(s.name, pattern) for r in ranks.values() for s in r.spans):
-            for r in ranks.values():
-                r.steps = [s.duration_us / 1e6 for s in r.spans if fnmatch.fnmatchcase(s.name, pattern)]
+        if any(fnmatch.fnmatchcase(name, pattern) for name in names):
             return pattern
-    raise ReportError(f"no step spans ({' or '.join(repr(p) for p in patterns)}) in any rank's trace; mark the "
+    raise ReportError(f"no step spans ({' or '.join(repr(p) for p in patterns)}) in {where}; mark the "
                       "steps with sysprof.mark('step') or name them with --step GLOB")
+
+
+def _steps(ranks: Dict[int, RankSummary], step: Optional[Sequence[str]]) -> str:
+    pattern = step_pattern((s for r in ranks.values() for s in r.spans), step, "any rank's trace")
+    for r in ranks.values():
+        r.steps = [s.duration_us / 1e6 for s in r.spans if fnmatch.fnmatchcase(s.name, pattern)]
+    return pattern
 
 
 def _fmt(x: float, unit: str) -> str:

@@ -14,12 +14,12 @@ import fnmatch
 import math
 from typing import Optional
 
-from ..sampling.registry import SOURCES, source_available
+from ..sampling.registry import SOURCES, channel_spec, source_available, source_of
 from .model import TraceData
 from .units import unit_of
 
 __all__ = ["weighted_quantile", "weighted_stats", "summarize", "channel_filter", "jsonable", "sampled_windows",
-           "GAP_FACTOR"]
+           "section_of", "rate_names", "GAP_FACTOR", "REPORT_VERSION"]
 
 #: a spacing of a trace's timestamps over this many median spacings ends a sampling window (Composer's profiling
 #: windows are seconds apart at millisecond sampling; a late sample is a few spacings)
@@ -125,7 +125,15 @@ def sampled_windows(data: TraceData):
 
 
 def summarize(data: TraceData) -> dict:
+    """The summary ``report`` prints and ``report --json`` writes (:data:`REPORT_VERSION`). Channels are named as
+    the sampler names them (a Composer-layout trace's mapped back, :mod:`sysprof.report.names`), each with its
+    registry ``source`` and ``kind``, its time-weighted statistics and its ``amount`` over the trace (a total's
+    increase, a rate's integral, CPU-seconds of a CPU share: :func:`sysprof.report.phases.amount_rule`)."""
     import numpy as np
+
+    from .names import sampler_series
+    from .phases import _TOTAL_KINDS, whole_trace
+    from .table import problem_lines
 
     stats = data.stats()
     # duration: start event -> stop event (or the last flush of a truncated trace), else the data's span
@@ -145,25 +153,42 @@ def summarize(data: TraceData) -> dict:
         samples = int(ts.size)
         sampled = sum(b - a for a, b in windows) / 1e6
         rate = samples / sampled if sampled > 0 and samples >= 2 else None
+    series, units = sampler_series(data)
+    whole = whole_trace(data).channels  # amounts over the trace; a share's mean from its counters
+    shares = _counter_shares(series, whole)
     channels = {}
-    shares = _counter_shares(data)
-    for ch, (t, v) in data.series.items():
-        entry = {"unit": unit_of(ch, data.units), "events": int(v.size), "valid": 0}
+    for ch, (t, v) in series.items():
+        spec = channel_spec(ch)
+        entry = {"unit": unit_of(ch, units), "events": int(v.size), "valid": 0,
+                 "source": section_of(ch), "kind": spec.kind if spec is not None else None}
         entry.update(weighted_stats(v, data.weights(t)))
         if ch in shares:  # a share over the whole trace: from its counters (sysprof.report.shares)
-            entry["mean"] = shares[ch][0]
-        finite = np.isfinite(v)
+            entry["mean"] = shares[ch]
+        finite = np.isfinite(v)  # (a mask, not a copy of the values: one channel's arrays at a time)
         entry["valid"] = int(finite.sum())
         entry["first"] = float(v[finite.argmax()]) if entry["valid"] else None
         entry["last"] = float(v[v.size - 1 - finite[::-1].argmax()]) if entry["valid"] else None
+        got = whole.get(ch)
+        entry["amount"] = got.amount if got is not None else None
+        entry["amount_unit"] = got.amount_unit if got is not None and got.amount is not None else None
         channels[ch] = entry
-        del t, v
+        del t, v, finite
+    for total, got in whole.items():  # a rate's amount: its total's increase where the trace holds the total
+        if channels.get(total, {}).get("kind") not in _TOTAL_KINDS or got.amount is None:
+            continue
+        for name in rate_names(total):
+            if name in channels and channels[name]["amount"] is not None:
+                channels[name]["amount"], channels[name]["amount_unit"] = got.amount, got.amount_unit
     interval, interval_source = data.interval()
     errors = dict(data.meta.get("errors") or {})  # at the start; the stop's add what went wrong later (markers)
     stop_errors = (data.stop or {}).get("errors")
     if isinstance(stop_errors, dict):
         errors.update(stop_errors)
+    unavailable = [src for src in errors if src in SOURCES
+                   and not source_available(src, data.meta.get("channels") or [])]
+    returncode = (data.stop or {}).get("returncode")
     return jsonable({
+        "report_version": REPORT_VERSION,
         "command": data.meta.get("command_line"),
         "version": data.meta.get("version"),
         "backend": data.meta.get("backend"),
@@ -182,27 +207,77 @@ def summarize(data: TraceData) -> dict:
         "markers_dropped": stats.get("markers_dropped"),
         "sample_ns_mean": stats.get("sample_ns_mean"),
         "sample_ns_p99": stats.get("sample_ns_p99"),
-        "returncode": (data.stop or {}).get("returncode"),
+        "returncode": returncode,
         "recorded": data.recorded,
         "truncated": data.truncated,
         "errors": errors,
-        "unavailable": [src for src in errors if src in SOURCES
-                        and not source_available(src, data.meta.get("channels") or [])],
+        "unavailable": unavailable,
+        "problems": problem_lines(errors, unavailable, command_ended=returncode is not None),
+        "process_tree_members": _members(data, series),
         "channels": channels,
     })
 
 
-def _counter_shares(data: TraceData) -> dict:
-    """The trace's share channels with counters, over the whole trace (:func:`sysprof.report.shares.counter_means`)."""
-    from .shares import counter_means, counters_of, is_share_counter
+#: ``report --json``'s layout: 2 added ``report_version``, the channels' ``source``, ``kind``, ``amount`` and
+#: ``amount_unit``, ``problems``, ``process_tree_members`` and ``table``, and names a Composer-layout trace's
+#: channels as the sampler does (``memory/used_bytes``, not ``memory/virtual/used_gb``); absent: 1
+REPORT_VERSION = 2
 
-    wanted = [ch for ch in data.series if counters_of(ch)]
-    if not wanted or not any(is_share_counter(ch) for ch in data.series):
+
+def rate_names(total: str) -> tuple:
+    """The names a rate of the total ``total`` can have: ``disk/sda/read_bytes`` -> ``..._per_second``,
+    ``vmstat/pgfault_total`` and ``pressure/io/some_seconds_total`` -> ``..._per_second`` without ``_total``."""
+    names = (total + "_per_second",)
+    return names + ((total[: -len("_total")] + "_per_second",) if total.endswith("_total") else ())
+
+
+def section_of(channel: str) -> str:
+    """The table section of a channel: its registry source; for one the registry does not know, the source whose
+    prefix it has (``memory/cuda/...`` -> ``memory``), else its first path component."""
+    known = source_of(channel)
+    if known is not None:
+        return known
+    head = channel.split("/", 1)[0] + "/"
+    for src in SOURCES.values():
+        if head in src.prefixes:
+            return src.name
+    return head[:-1]
+
+
+def _counter_shares(series, whole) -> dict:
+    """``{share channel: its mean over the whole trace}`` for the share channels whose counters the trace holds
+    (:func:`sysprof.report.shares.counter_means`, from the counters' increases in ``whole``)."""
+    from .shares import counter_means, counters_of
+
+    wanted = [ch for ch in series if counters_of(ch)]
+    if not wanted:
         return {}
-    from .phases import whole_trace
+    got = counter_means(wanted, {ch: c.amount for ch, c in whole.items()}, {ch: c.seconds for ch, c in whole.items()})
+    return {ch: mean for ch, (mean, _) in got.items()}
 
-    got = whole_trace(data, channels=is_share_counter).channels
-    return counter_means(wanted, {ch: c.amount for ch, c in got.items()}, {ch: c.seconds for ch, c in got.items()})
+
+def _members(data: TraceData, series) -> list:
+    """process_tree's members: the stop event's record of who held which slot (``pid``, ``comm``, ``slot``; a last
+    ``{"dropped": n}``), else the distinct values of the trace's ``process_tree/<slot>/pid`` channels (``pid`` and
+    ``slot`` only: a truncated trace, one from elsewhere)."""
+    import numpy as np
+
+    got = (data.stop or {}).get("process_tree_members")
+    out = []
+    if isinstance(got, list):
+        for m in got:
+            if isinstance(m, dict) and isinstance(m.get("dropped"), int):
+                out.append({"dropped": m["dropped"]})
+            elif isinstance(m, dict) and isinstance(m.get("pid"), int):
+                out.append({"slot": m.get("slot"), "pid": m["pid"], "comm": str(m.get("comm") or "")})
+        return out
+    for ch, (_, v) in series.items():
+        parts = ch.split("/")
+        if len(parts) == 3 and parts[0] == "process_tree" and parts[2] == "pid" and parts[1].isdigit():
+            finite = v[np.isfinite(v)]
+            seen = dict.fromkeys(int(p) for p in finite.tolist())
+            out += [{"slot": int(parts[1]), "pid": p} for p in seen]
+    return out
 
 
 def channel_filter(patterns):

@@ -185,7 +185,7 @@ class Sampler:
             :mod:`sysprof.sampling.gpus`'.
         **sources: one boolean keyword per source and per source switch, an int per number option, from the registry
             (``sysprof.sampling.registry.SOURCES``; channels, units and fields are listed there and in
-            the README):
+            docs/reference.md):
 
 {sources}
 
@@ -200,7 +200,7 @@ class Sampler:
             range (``process_tree_slots``: 0-64); ``gpus`` entries that are no GPU index, UUID or PCI bus id.
 
     A source that cannot be read here has no channels and an entry in ``errors``. All channels are
-    float64 in Prometheus base units (bytes, seconds, percent); see README.
+    float64 in Prometheus base units (bytes, seconds, percent); see docs/reference.md.
 
     Which read to use: ``drain()`` for history (every row since the last drain, oldest first);
     ``latest()`` for now (the newest row the running thread took, a copy without a syscall, well under

@@ -15,6 +15,8 @@ import math
 import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from .schema import READING_TIME_KEY, reading_times_ns
+
 XID_EVENT = "gpu xid"
 
 #: The common XIDs and what they mean, after NVIDIA's XID catalogue (docs.nvidia.com/deploy/xid-errors).
@@ -60,12 +62,13 @@ class XidInstants:
 
     def __init__(self, channels: Sequence[str], ts: Optional[Callable[[int], object]] = None, pid=None) -> None:
         index = {c: i for i, c in enumerate(channels)}
-        self.columns = []  # (gpu, xid_total column, xid_last column or None)
+        self.columns = []  # (gpu, xid_total column, xid_last column or None, reading time column or None)
         for c, i in index.items():
             m = _TOTAL.match(c)
             if m:
                 gpu = int(m.group(1)) if m.group(1).isdigit() else m.group(1)
-                self.columns.append((gpu, i, index.get(f"gpu/{m.group(1)}/xid_last")))
+                self.columns.append((gpu, i, index.get(f"gpu/{m.group(1)}/xid_last"),
+                                     index.get(f"gpu/{m.group(1)}/{READING_TIME_KEY}")))
         self.prev = [0.0] * len(self.columns)  # the counters start at 0 when the sampler opens
         self.ts, self.pid = ts, pid
 
@@ -78,15 +81,17 @@ class XidInstants:
         import numpy as np
 
         out = []
-        for k, (gpu, it, il) in enumerate(self.columns):
+        for k, (gpu, it, il, ir) in enumerate(self.columns):
             col = np.asarray(batch.values[:, it], dtype=float)
+            # at the time of the reading that counted it (the row that found it may be later)
+            at = batch.timestamps_ns if ir is None else reading_times_ns(batch.timestamps_ns, batch.values[:, ir])
             prev = np.concatenate(([self.prev[k]], col[:-1]))
             # NaN (late or unsupported) rows carry the last finite count forward
             prev = _carry_forward(prev)
             rows = np.flatnonzero(np.isfinite(col) & (col > prev))
             for r in rows.tolist():
                 code = float(batch.values[r, il]) if il is not None else math.nan
-                out.append((int(batch.timestamps_ns[r]), k, xid_args(gpu, code, int(col[r] - prev[r]))))
+                out.append((int(at[r]), k, xid_args(gpu, code, int(col[r] - prev[r]))))
             finite = col[np.isfinite(col)]
             if len(finite):
                 self.prev[k] = float(finite[-1])

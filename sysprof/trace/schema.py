@@ -74,6 +74,28 @@ def _times(t0: int, dt: list, scale: int, np):
     return np.array(out, dtype=np.int64)
 
 
+#: the key of a track that says when its values were read (``gpu/<i>/reading_time_seconds``: wall-clock seconds
+#: since the epoch): writers stamp the track's events with it instead of the row's time and leave it out of the
+#: args (:class:`~sysprof.trace.tracks.TrackLayout`), so the values sit in the trace at the time they were true
+READING_TIME_KEY = "reading_time_seconds"
+#: how far before its row a reading time may lie (:func:`reading_times_ns`)
+READING_TIME_SPAN_NS = 10 * 10**9
+
+
+def reading_times_ns(rows_ns, seconds):
+    """int64 ns per row: when each row's values were read, from a :data:`READING_TIME_KEY` column (wall-clock
+    seconds, which a float64 holds to 0.24 µs: rounded to the µs), kept within ``[row - READING_TIME_SPAN_NS, row]``
+    (a reading never comes after the row that found it, and a clock step cannot move it further back); the row's
+    own time where the reading has none (NaN)."""
+    import numpy as np
+
+    rows = np.asarray(rows_ns, dtype=np.int64)
+    s = np.asarray(seconds, dtype=np.float64)
+    ok = np.isfinite(s) & (np.abs(s) < 9e9)  # seconds whose µs fit a float64 exactly
+    read = np.rint(np.where(ok, s, 0.0) * 1e6).astype(np.int64) * 1000
+    return np.where(ok, np.clip(read, rows - READING_TIME_SPAN_NS, rows), rows)
+
+
 def split_channel(name: str):
     """Counter-event grouping of a channel: ``("disk/sda", "read_bytes")`` for ``disk/sda/read_bytes``.
 

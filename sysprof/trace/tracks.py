@@ -18,6 +18,12 @@ Renderers over a layout:
 
 Every renderer follows the NaN rule (:func:`~sysprof.trace.chrome.counter_args`): NaN and +/-inf keys are left out,
 an event with no key left is not written.
+
+Values at the time they were true: a track with a :data:`~sysprof.trace.schema.READING_TIME_KEY` channel (each GPU's
+``reading_time_seconds``, the wall-clock time its values were read) is stamped with that time, not the row's: the GPU
+reader runs on its own thread and a row finds its latest reading up to an interval + 250 ms old, more when the
+machine is loaded. The key itself is not written (the event's ``ts`` holds it); :meth:`TrackLayout.track_times_ns`
+gives the times, every renderer takes them. Every row (not changes only), such a track is written once per reading.
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 from .chrome import counter_args, encode_event
-from .schema import join_channel, split_channel, units_event
+from .schema import READING_TIME_KEY, join_channel, reading_times_ns, split_channel, units_event
 
 __all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "counter_event"]
 
@@ -45,9 +51,10 @@ def counter_event(name: str, ts: Any, pid: Any, tid: Any, args: dict, cat: Optio
 class Track:
     """One counter track: event ``name``, args ``keys``, the source ``columns`` of the keys (channel indices),
     ``scale`` (per key ``(multiplier, divisor)``; None: values as sampled), ``units`` (per key; None where not
-    known), ``category`` (None: no ``cat``) and ``pid`` (None: the writer's)."""
+    known), ``category`` (None: no ``cat``), ``pid`` (None: the writer's) and ``time_column`` (the channel that says
+    when the values were read, never a key: :meth:`take_reading_time`; None: the row's time)."""
 
-    __slots__ = ("name", "keys", "columns", "scale", "units", "category", "pid")
+    __slots__ = ("name", "keys", "columns", "scale", "units", "category", "pid", "time_column")
 
     def __init__(self, name, keys, columns, scale=None, units=None, category=None, pid=None):
         self.name = name
@@ -57,9 +64,22 @@ class Track:
         self.units = tuple(units) if units is not None else (None,) * len(self.keys)
         self.category = category
         self.pid = pid
+        self.time_column = None
 
-    def __repr__(self) -> str:
-        return f"Track({self.name!r}, keys={self.keys}, columns={self.columns}, pid={self.pid})"
+    def take_reading_time(self, clocks: dict, channels) -> None:
+        """Moves the reading-time channels (``clocks``: channel index -> the prefix it times, ``gpu/0`` for
+        ``gpu/0/reading_time_seconds``) out of the keys, and sets ``time_column`` where every channel left shares
+        one timed prefix (sysprof's ``gpu/0`` track; Composer's ``gpu/0/power_watts``)."""
+        keep = [k for k, c in enumerate(self.columns) if c not in clocks]
+        if len(keep) < len(self.columns):
+            pick = lambda seq: tuple(seq[k] for k in keep)  # noqa: E731
+            self.keys, self.units = pick(self.keys), pick(self.units)
+            self.columns = list(pick(self.columns))
+            if self.scale is not None:
+                self.scale = list(pick(self.scale))
+        prefixes = {channels[c].rpartition("/")[0] for c in self.columns}
+        if len(prefixes) == 1:
+            self.time_column = {p: c for c, p in clocks.items()}.get(prefixes.pop())
 
 
 @lru_cache(maxsize=1)
@@ -166,9 +186,16 @@ class TrackLayout:
         self.channels = tuple(channels)
         self.preset = preset
         if preset == "composer":
-            self.tracks = _composer_tracks(self.channels, rates)
+            tracks = _composer_tracks(self.channels, rates)
         else:
-            self.tracks = _sysprof_tracks(self.channels, system_pid, process_pid)
+            tracks = _sysprof_tracks(self.channels, system_pid, process_pid)
+        clocks = {i: ch.rpartition("/")[0] for i, ch in enumerate(self.channels)
+                  if ch.rpartition("/")[2] == READING_TIME_KEY}
+        for t in tracks if clocks else ():
+            t.take_reading_time(clocks, self.channels)
+        self.tracks = [t for t in tracks if t.keys]
+        #: ``(track index, channel index)`` of every track stamped with its own reading time
+        self.timed = [(g, t.time_column) for g, t in enumerate(self.tracks) if t.time_column is not None]
         self.columns = [c for t in self.tracks for c in t.columns]
         self.series = []
         lo = 0
@@ -205,11 +232,32 @@ class TrackLayout:
         """The ``"sysprof units"`` metadata event declaring :attr:`units` (:func:`~sysprof.trace.schema.units_event`)."""
         return units_event(self.units, pid)
 
+    def track_times_ns(self, times_ns, values) -> dict:
+        """``{track index: int64 ns per row}`` for the :attr:`timed` tracks: when each row's values of the track were
+        read (:func:`~sysprof.trace.schema.reading_times_ns`). Empty for a layout without timed tracks."""
+        import numpy as np
+
+        if not self.timed:
+            return {}
+        values = np.asarray(values, dtype=np.float64)
+        return {g: reading_times_ns(times_ns, values[:, col]) for g, col in self.timed}
+
     def counter_rows(self, times_ns, values, timestamps):
         """The :class:`~sysprof.profiler.trace_handler.CounterRows` of sampled ``values`` at ``times_ns``."""
         from sysprof.profiler.trace_handler import CounterRows
 
-        return CounterRows(self.series, times_ns, self.project(values), timestamps, units=self.units)
+        return CounterRows(self.series, times_ns, self.project(values), timestamps, units=self.units,
+                           track_ns=self.track_times_ns(times_ns, values))
+
+
+def new_readings(track_ns):
+    """bool array: the rows whose reading time differs from the row before's (the first row: True): where a track
+    stamped with its reading time gets an event when every row is written."""
+    import numpy as np
+
+    fresh = np.ones(len(track_ns), dtype=bool)
+    fresh[1:] = track_ns[1:] != track_ns[:-1]
+    return fresh
 
 
 class Changes:
@@ -314,16 +362,22 @@ class EventRenderer:
         ts = [self.ts(t) for t in ts_ns]
         values = self.layout.project(batch.values)
         mask = self._changes.mask(values) if self.changes_only else None
+        track_ns = self.layout.track_times_ns(batch.timestamps_ns, batch.values)
         self._last_ts_ns = ts_ns[-1]
         rule = self._changes.args
         out = []
         for g, (name, pid, tid, cat, idx, keys) in enumerate(self._tracks):
-            rows = np.flatnonzero(mask[:, g]).tolist() if mask is not None else range(n)
+            own = track_ns.get(g)
+            if mask is not None:
+                rows = np.flatnonzero(mask[:, g]).tolist()
+            else:
+                rows = range(n) if own is None else np.flatnonzero(new_readings(own)).tolist()
             if len(rows):
+                at = ts if own is None else [self.ts(t) for t in own.tolist()]
                 for r, v in zip(rows, values[rows][:, idx].tolist()):
                     args = rule(g, keys, v)
                     if args is not None:
-                        out.append((r, counter_event(name, ts[r], pid, tid, args, cat)))
+                        out.append((r, counter_event(name, at[r], pid, tid, args, cat)))
         out.sort(key=lambda e: e[0])  # stable: time order, tracks in channel order within a row
         return [e for _, e in out]
 
@@ -386,12 +440,20 @@ class RowTemplate:
 
     Every row (``changes_only=False``): an event with no key left is not written. Changes only: the tracks
     :class:`Changes` selects (``self.changes``; the caller resets it at each new file), with its NaN rule
-    (``"args": {}`` where a track's values end), and :meth:`finish` repeats the last row's other tracks."""
+    (``"args": {}`` where a track's values end), and :meth:`finish` repeats the last row's other tracks.
 
-    __slots__ = ("series", "n_events", "changes", "_text", "_parts", "_pid", "_tid", "_cats", "_last_us")
+    ``timed``: the series stamped with their own reading times (:attr:`TrackLayout.timed`), which :meth:`render`
+    takes as ``track_ns``; with any, rows are rendered track by track (no whole-row template)."""
 
-    def __init__(self, series: list, pid: Any, tid: Any, changes_only: bool = False) -> None:
+    __slots__ = ("series", "n_events", "changes", "timed", "_text", "_parts", "_pid", "_tid", "_cats", "_last_us",
+                 "_starts")
+
+    def __init__(self, series: list, pid: Any, tid: Any, changes_only: bool = False, timed=()) -> None:
+        import numpy as np
+
         self.series = series
+        self.timed = frozenset(timed)
+        self._starts = np.asarray([lo for _, _, _, lo, _ in series], dtype=np.intp)
         self.n_events = len(series)
         self._pid, self._tid = pid, tid
         self._cats = [",".join(cats) or None for _, cats, _, _, _ in series]  # None: no "cat" (sysprof's layout)
@@ -413,10 +475,13 @@ class RowTemplate:
             return None
         return encode_event(counter_event(name, t_us, self._pid, self._tid, args, self._cats[g]))
 
-    def render(self, times_ns, values) -> list:
-        """``(text, events)`` per row with at least one event: its events' text, ``,\\n``-joined, and their count."""
+    def render(self, times_ns, values, track_ns=None) -> list:
+        """``(text, events)`` per row with at least one event: its events' text, ``,\\n``-joined, and their count.
+        ``track_ns``: the reading times of the ``timed`` series (:meth:`TrackLayout.track_times_ns`)."""
         import numpy as np
 
+        if self.timed:
+            return self._render_tracks(times_ns, values, track_ns or {})
         if self.changes is not None:
             return self._render_changes(times_ns, values)
         template, n = self._text, self.n_events
@@ -430,6 +495,47 @@ class RowTemplate:
                 parts = [text for g in range(n) for text in (self._encode(g, t_us, row),) if text is not None]
                 if parts:
                     append((",\n".join(parts), len(parts)))
+        return out
+
+    def _render_tracks(self, times_ns, values, track_ns: dict) -> list:
+        """render() with timed series: each track's event at its own time, every row's (changes only: the tracks
+        :class:`Changes` selects), a timed track's once per reading."""
+        import numpy as np
+
+        n = len(values)
+        if n == 0 or not self.n_events:
+            return []
+        if self.changes is not None:
+            mask = self.changes.mask(values)
+            self._last_us = int(times_ns[-1]) // 1000
+        else:
+            mask = np.ones((n, self.n_events), dtype=bool)
+            for g, own in track_ns.items():
+                mask[:, g] = new_readings(own)
+        finite = np.logical_and.reduceat(np.isfinite(values), self._starts, axis=1).tolist()
+        t_rows = (np.asarray(times_ns) // 1000).tolist()
+        own_us = {g: (np.asarray(own) // 1000).tolist() for g, own in track_ns.items()}
+        known = self.changes.known if self.changes is not None else None
+        series, parts, all_rows = self.series, self._parts, values.tolist()
+        rows_at, tracks_at = np.nonzero(mask)
+        tracks_at = tracks_at.tolist()
+        rows, starts = np.unique(rows_at, return_index=True)
+        ends = starts[1:].tolist() + [len(tracks_at)]
+        out = []
+        for r, a, b in zip(rows.tolist(), starts.tolist(), ends):
+            row, texts = all_rows[r], []
+            for g in tracks_at[a:b]:
+                t_us = own_us[g][r] if g in own_us else t_rows[r]
+                if finite[r][g]:
+                    if known is not None:
+                        known[g] = True
+                    texts.append(parts[g].replace("\x00", str(t_us)) % tuple(row[series[g][3]:series[g][4]]))
+                else:
+                    text = self._encode(g, t_us, row)
+                    if text is not None:
+                        texts.append(text)
+            if texts:
+                out.append((",\n".join(texts), len(texts)))
         return out
 
     def _render_changes(self, times_ns, values) -> list:

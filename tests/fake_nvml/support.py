@@ -35,9 +35,11 @@ METRIC_CHANNELS = ("utilization_percent", "memory_utilization_percent", "memory_
 GPM_CHANNELS = ("sm_active_percent", "sm_occupancy_percent", "tensor_active_percent", "dram_active_percent",
                 "fp16_active_percent", "fp32_active_percent", "fp64_active_percent")
 EVENT_CHANNELS = ("xid_total", "xid_last")  # per device, after the metric table's (csrc/gpu/nvml_events.hpp)
+#: a device's last channel: when its values were read (wall-clock seconds)
+TIME_CHANNELS = ("reading_time_seconds",)
 #: a device's channels in order: without GPM, and with it
-GPU_CHANNELS = METRIC_CHANNELS + EVENT_CHANNELS
-ALL_CHANNELS = METRIC_CHANNELS + GPM_CHANNELS + EVENT_CHANNELS
+GPU_CHANNELS = METRIC_CHANNELS + EVENT_CHANNELS + TIME_CHANNELS
+ALL_CHANNELS = METRIC_CHANNELS + GPM_CHANNELS + EVENT_CHANNELS + TIME_CHANNELS
 NO_HOST = dict(cpu=False, memory=False, disk=False, net=False)
 RATE_REL = 0.02  # fake counters follow the fake's clock, rates use the sampler's tick times
 needs_native = pytest.mark.skipif(not native_available()[0], reason="native extension unavailable")

@@ -1,7 +1,8 @@
 // Cost of the Collector's range pass on the host set (cpu + per-cpu + memory + disk + net + load),
 // on this machine's /proc: CPU ns per row of RangeRules::count() alone, and wall ns of Collector::sample() with
 // enforcement on and off, interleaved. Build and run (release flags, as the extension):
-//   g++ -std=c++17 -O3 -pthread -Icsrc tests/fuzz/bench_ranges.cpp $(find csrc -name '*.cpp' ! -name bindings.cpp ! -path 'csrc/tests/*') -ldl -o build/bench_ranges && build/bench_ranges
+//   python3 csrc/gen/gen_channels.py build/generated/gen/channels.hpp &&
+//   g++ -std=c++17 -O3 -pthread -Icsrc -Ibuild/generated tests/fuzz/bench_ranges.cpp $(find csrc -name '*.cpp' ! -name bindings.cpp ! -path 'csrc/tests/*') -ldl -o build/bench_ranges && build/bench_ranges
 #include <algorithm>
 #include <cstdio>
 #include <vector>

@@ -12,8 +12,12 @@ TARGETS="cpu per_cpu meminfo diskstats netdev loadavg process process_tree press
 MODE=libfuzzer
 if [[ "${1:-}" == "--replay" ]] || ! command -v "${FUZZ_CLANG:-clang++}" >/dev/null 2>&1; then MODE=replay; fi
 
+# The channel table generated from the registry (as CMakeLists.txt does): rewritten only when it changes.
+GEN="$OUT/generated"
+"${PYTHON:-python3}" csrc/gen/gen_channels.py "$GEN/gen/channels.hpp"
+
 SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CFLAGS="-std=c++17 -O1 -g -pthread -Icsrc $SAN"
+CFLAGS="-std=c++17 -O1 -g -pthread -Icsrc -I$GEN $SAN"
 if [[ $MODE == libfuzzer ]]; then
   CXX=${FUZZ_CLANG:-clang++}
   OBJ_FLAGS="$CFLAGS -fsanitize=fuzzer-no-link"
@@ -31,7 +35,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 SRCS=$(find csrc -name "*.cpp" ! -name bindings.cpp ! -path "csrc/tests/*" | sort)
 stamp="$OUT/obj/flags"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$CXX $OBJ_FLAGS" ]]; then rm -f "$OUT"/obj/*.o; echo "$CXX $OBJ_FLAGS" > "$stamp"; fi
-newest_header=$(ls -t $(find csrc -name "*.hpp") tests/fuzz/*.cpp | head -1)
+newest_header=$(ls -t $(find csrc "$GEN" -name "*.hpp") tests/fuzz/*.cpp | head -1)
 jobs=()
 for s in $SRCS; do
   o="$OUT/obj/$(echo "${s%.cpp}" | tr / _).o"

@@ -2,9 +2,10 @@
 
 Used where the extension is missing or /proc is absent (macOS, Windows, BSD). It holds the GIL
 while it samples, so it is slower and interferes with the main thread; it exists for portability.
-Values psutil does not provide on a platform are NaN. The rules are the native ones (README,
-csrc/source.hpp): ``Counter`` for kernel counters, ``TrailingRate`` for tick-stepped CPU time,
-``_Ticks`` for /proc/stat percents, and ``PsutilSampler._run`` mirrors ``Sampler::run``.
+Values psutil does not provide on a platform are NaN. The rules are the native ones (docs/reference.md,
+csrc/derive/rules.hpp, stated in Python once in sysprof/sampling/portable/rules.py): ``Counter`` for kernel counters,
+``TrailingRate`` for tick-stepped CPU time, the tick shares for /proc/stat percents, and ``PsutilSampler._run``
+mirrors csrc/engine/sampler.cpp's ``Sampler::run``.
 """
 from __future__ import annotations
 
@@ -194,7 +195,7 @@ class PsutilSampler:
     def _memory(self):
         def read(_t: int) -> List[float]:
             vm, sw = psutil.virtual_memory(), psutil.swap_memory()
-            # as csrc/source_meminfo.cpp: free and available at most the total (wrapped negatives)
+            # as csrc/sources/meminfo.cpp: free and available at most the total (wrapped negatives)
             total, swap_total = float(vm.total), float(sw.total)
             avail, free = min(float(vm.available), total), min(float(vm.free), total)
             swap_free = min(float(sw.free), swap_total)
@@ -332,7 +333,7 @@ class PsutilSampler:
             self._thread = None
 
     def _run(self) -> None:
-        """csrc/sampler.cpp's ``Sampler::run``: a row at start (rates since construction or the
+        """csrc/engine/sampler.cpp's ``Sampler::run``: a row at start (rates since construction or the
         previous stop), rows on absolute deadlines (a missed one is skipped and counted, never made
         up), and a last row at stop unless one was taken within min(interval / 2, 1 ms). Tick k is the
         deadline first + k * interval; the first row and the one at stop read every source, the others

@@ -11,6 +11,7 @@ table has another way; GPU_IS_LOST retires the device (NaN) while the others go 
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from typing import Callable, Dict, List, Optional
 
@@ -24,6 +25,7 @@ from .rules import EnergyPower, RateCounter
 NAN = math.nan
 _SLOTS = {m.metric: tuple(INDEX[c] for c in m.channels) for m in BY_KEY.values()}
 _SLOW = tuple(INDEX[c] for c in SLOW_CHANNELS)
+_READ_AT = INDEX["reading_time_seconds"]  # the last channel: when the device was read (wall-clock seconds)
 #: the fallbacks of the fields GPM stands in for (nvmlDeviceGetPcieThroughput): not asked on a GPM device
 GPM_REPLACES = tuple(f for f in (BY_KEY[m.stands_in_for].fallback for m in GPM_METRICS if m.stands_in_for)
                      if f is not None)
@@ -286,7 +288,10 @@ class GpuReader:
     def read(self, t: float) -> List[float]:
         out: List[float] = []
         for dev in range(len(self.s.handles)):
+            w0 = time.time_ns()
             o = self._device(dev, t)
+            if not self.s.lost[dev]:  # the middle of the device's calls: the trace stamps its values with it
+                o[_READ_AT] = (w0 + (time.time_ns() - w0) // 2) * 1e-9
             out += [o[k] for k in self.s.layout[dev]]
         return out
 
