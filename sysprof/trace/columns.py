@@ -152,12 +152,19 @@ class _Track:
             self.getter = itemgetter(*keys)
         block = None
         if all(cols[k] is not None for k in keys):
-            try:  # every event with every key, every value a number: one conversion of the whole buffer
-                rows = map(self.getter, args)
-                block = np.fromiter(rows if len(keys) == 1 else chain.from_iterable(rows), dtype=np.float64,
-                                    count=n * len(keys)).reshape(n, len(keys)).T.copy()
+            full, getter = len(keys), self.getter
+            try:  # one conversion of the whole buffer: every event with every key, every value a number
+                rows = map(getter, args)
+                block = np.fromiter(rows if full == 1 else chain.from_iterable(rows), dtype=np.float64,
+                                    count=n * full).reshape(n, full)
             except (KeyError, TypeError, ValueError, OverflowError):
-                block = None
+                try:  # ... or some event without some key (an event has every key that has as many)
+                    block = np.array([getter(a) if len(a) == full else tuple(map(a.get, keys)) if full > 1 else
+                                      a.get(keys[0]) for a in args], dtype=np.float64).reshape(n, full)
+                except (TypeError, ValueError, OverflowError):
+                    block = None
+            if block is not None:
+                block = block.T.copy()
         if block is not None:
             for k, v in zip(keys, block):
                 cols[k].extend(v)
