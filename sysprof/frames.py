@@ -47,8 +47,8 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-__all__ = ["batch_frame", "trace_frame", "read_trace", "parquet_bytes", "csv_text", "require_pandas",
-           "require_pyarrow", "PANDAS_HINT"]
+__all__ = ["batch_frame", "trace_frame", "TraceFrame", "read_trace", "read_trace_data", "parquet_bytes",
+           "write_parquet", "csv_text", "write_csv", "require_pandas", "require_pyarrow", "PANDAS_HINT"]
 
 PANDAS_HINT = "pip install 'sysprof[pandas]'"
 PathLike = Union[str, "os.PathLike[str]"]
@@ -123,37 +123,49 @@ def _us_to_ns(ts_us):
     return whole.astype(np.int64) * 1000 + np.rint((ts_us - whole) * 1000.0).astype(np.int64)
 
 
-def _event_ns(ev) -> Optional[int]:
-    """The exact ns of a counter event: its integer ``ts_ns``, or the ``.ns`` of a
-    :class:`~sysprof.trace.perfetto.TraceTime` ``ts`` (the Perfetto reader's); None when it has neither."""
-    if not isinstance(ev, dict) or ev.get("ph") != "C":
-        return None
-    ns = ev.get("ts_ns")
-    if not isinstance(ns, int):
-        ns = getattr(ev.get("ts"), "ns", None)
-    return ns if isinstance(ns, int) else None
-
-
 def _exact_ns(events) -> Optional[Dict[float, int]]:
-    """``{ts_us: ts_ns}`` of counter events that carry exact ns (:func:`_event_ns`: a reader that keeps them), or
-    None when the first counter event has none (then the µs timestamps are all there is)."""
+    """``{ts_us: ts_ns}`` of counter events that carry exact ns (:func:`~sysprof.trace.columns.event_ns`: a reader
+    that keeps them), or None when the first counter event has none (then the µs timestamps are all there is)."""
+    from .trace.columns import event_ns
+
     if events is None:
         return None
-    it = iter(events)
-    for ev in it:
-        if isinstance(ev, dict) and ev.get("ph") == "C":
-            ns = _event_ns(ev)
+    exact = None
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph") != "C":
+            continue
+        ns = event_ns(ev)
+        if exact is None:
             if ns is None:
                 return None
-            exact = {float(ev["ts"]): ns}
-            break
-    else:
-        return None
-    for ev in it:
-        ns = _event_ns(ev)
+            exact = {}
         if ns is not None:
             exact[float(ev["ts"])] = ns
     return exact
+
+
+def _series_ns(data, times):
+    """The exact ns of each time of ``times`` (the union of ``data``'s series times) from the trace's own exact ns
+    (``data.series_ns``: a ``.pftrace``), ``_us_to_ns`` where it has none; None for a trace without them."""
+    exact = getattr(data, "series_ns", None)
+    if not exact:
+        return None
+    pairs = {id(t): (t, exact[ch]) for ch in data.series for t in (_changes(data.series, ch)[0],)
+             if exact.get(ch) is not None and len(exact[ch]) == len(t)}
+    if not pairs:
+        return None
+    t = np.concatenate([t for t, _ in pairs.values()])
+    ns = np.concatenate([n for _, n in pairs.values()])
+    known = ns >= 0
+    t, ns = t[known], ns[known]
+    order = np.argsort(t, kind="stable")
+    t, ns = t[order], ns[order]
+    out = _us_to_ns(times)
+    if t.size:
+        j = np.minimum(np.searchsorted(t, times), t.size - 1)
+        hit = t[j] == times
+        out[hit] = ns[j[hit]]
+    return out
 
 
 def _row_times(data, changes: bool):
@@ -187,58 +199,150 @@ def _nearest_rows(t, times):
     return rows
 
 
+def _changes(series, ch):
+    """``(times, index, values)`` of a channel: its events' times and its values' changes (a
+    :class:`~sysprof.trace.columns.HeldSeries` keeps them; another mapping's values are taken whole)."""
+    changes = getattr(series, "changes", None)
+    if changes is not None:
+        return changes(ch)
+    t, v = series[ch]
+    return (t, np.arange(len(v)), np.asarray(v, dtype=np.float64))
+
+
+#: rows of a frame built at a time where a frame is written in blocks (``sysprof export``): about 16 MiB of values
+BLOCK_VALUES = 1 << 21
+
+
+class TraceFrame:
+    """The frame of a :class:`~sysprof.report.TraceData` (see :func:`trace_frame`), built a block of rows at a time
+    (:meth:`block`, :meth:`blocks`), so a long trace is written (``sysprof export``) without holding all its rows.
+
+    Attributes: ``rows`` (int), ``columns`` (the frame's channel names), ``attrs`` (the frame's ``attrs``).
+
+    Raises:
+        ReportError: the trace has no counter events.
+    """
+
+    def __init__(self, data, events=None, changes: bool = False) -> None:
+        from .report.model import ReportError
+        from .report.units import unit_of
+        from .trace.composer_map import sampler_channels
+
+        if not data.series:
+            raise ReportError("no counter events (is it a sysprof trace?)")
+        self._data = data
+        self._times, self._listed_ns = _row_times(data, changes)
+        self.rows = int(self._times.size)
+        renamed = {} if data.recorded else sampler_channels(data.series)
+        self._channels = []  # (trace channel, frame column, multiplier, divisor)
+        units = {}
+        for ch in data.series:
+            if ch in renamed:
+                name, mul, div = renamed[ch]
+                units[name] = _unit(name)
+            else:
+                name, mul, div = ch, 1.0, 1.0
+                units[name] = unit_of(ch, data.units)
+            self._channels.append((ch, name, mul, div))
+        if self._listed_ns is not None:
+            self._ts_ns = self._listed_ns
+        else:
+            exact = _exact_ns(events)
+            if exact:
+                self._ts_ns = np.array([exact.get(t, n) for t, n in zip(self._times.tolist(),
+                                                                        _us_to_ns(self._times).tolist())],
+                                       dtype=np.int64)
+            else:
+                got = _series_ns(data, self._times) if events is None else None
+                self._ts_ns = got if got is not None else _us_to_ns(self._times)
+        self._nearest: Dict[int, Any] = {}  # id(times) -> each event's row (listed samples): per counter, once
+        interval, source = data.interval()
+        layout = "sysprof" if data.recorded else ("composer" if renamed else "chrome")
+        self.attrs = {"units": units, "interval_s": interval, "interval_source": source, "meta": dict(data.meta),
+                      "stats": data.stats(), "truncated": data.truncated, "layout": layout,
+                      "renamed": {ch: r[0] for ch, r in renamed.items()}}
+
+    @property
+    def columns(self) -> list:
+        return [name for _, name, _, _ in self._channels]
+
+    def time_unit(self) -> str:
+        """The resolution of the frame's times, the coarsest that shows them all exactly: ``"s"``, ``"ms"``,
+        ``"us"`` or ``"ns"`` (what pandas writes a time index with)."""
+        ts = self._ts_ns
+        for unit, step in (("ns", 1000), ("us", 1_000_000), ("ms", 1_000_000_000)):
+            if np.remainder(ts, step).any():
+                return unit
+        return "s"
+
+    def select(self, keep) -> None:
+        """Keep only the columns whose names ``keep(name)`` accepts (their units too)."""
+        self._channels = [c for c in self._channels if keep(c[1])]
+        self.attrs["units"] = {c[1]: self.attrs["units"][c[1]] for c in self._channels}
+
+    def _positions(self, t, a: int, b: int):
+        """For rows ``a`` to ``b``: the index of the event of times ``t`` whose value each row holds (-1: none)."""
+        if self._listed_ns is None:
+            return np.searchsorted(t, self._times[a:b], side="right") - 1
+        rows = self._nearest.get(id(t))
+        if rows is None:  # each event at the listed sample it was written at; a row takes the last one at or before
+            rows = self._nearest[id(t)] = (t, _nearest_rows(t, self._times))
+        return np.searchsorted(rows[1], np.arange(a, b), side="right") - 1
+
+    def block(self, a: int = 0, b: Optional[int] = None) -> Any:
+        """Rows ``a`` to ``b`` (default: the end) as a DataFrame, with the frame's ``attrs``."""
+        pd = require_pandas()
+        b = self.rows if b is None else min(b, self.rows)
+        a = min(a, b)
+        series = self._data.series
+        out = np.empty((b - a, len(self._channels)), dtype=np.float64, order="F")  # columns contiguous: no copy
+        positions: Dict[int, Any] = {}
+        for j, (ch, _, mul, div) in enumerate(self._channels):
+            t, index, values = _changes(series, ch)
+            pos = positions.get(id(t))
+            if pos is None:  # the event each row holds (-1: none), and where no event is held
+                at = self._positions(t, a, b)
+                pos = positions[id(t)] = (at, at < 0, t)
+            at, none = pos[0], pos[1]
+            col = out[:, j]
+            np.take(values, np.maximum(np.searchsorted(index, at, side="right") - 1, 0), out=col)
+            col[none] = np.nan
+            if mul != 1.0:
+                col *= mul
+            if div != 1.0:
+                col /= div
+        df = pd.DataFrame(out, index=_index(pd, self._ts_ns[a:b]), columns=self.columns, copy=False)
+        df.columns.name = "channel"
+        df.attrs.update(self.attrs)
+        return df
+
+    def blocks(self, rows: Optional[int] = None):
+        """The frame in blocks of ``rows`` rows (default: about ``BLOCK_VALUES`` values each); at least one."""
+        rows = rows or max(1024, BLOCK_VALUES // max(1, len(self._channels)))
+        for a in range(0, max(self.rows, 1), rows):
+            yield self.block(a, a + rows)
+
+
 def trace_frame(data, events=None, changes: bool = False) -> Any:
     """A :class:`~sysprof.report.TraceData` as a DataFrame (see the module docstring): a row per sample (a
     changes-only ``sysprof record`` trace lists its samples' times), each channel's value held from its event to
     its counter's next. ``changes=True``: a row per time a counter event was written instead (the raw changes).
     ``events``: the event list ``data`` was read from, only for exact ``ts_ns`` timestamps where a reader
-    supplied them.
+    supplied them (``data`` keeps those of the reader it was read from).
 
     Raises:
         ReportError: the trace has no counter events.
     """
-    from .report.model import ReportError
-    from .report.units import unit_of
-    from .trace.composer_map import sampler_channels
+    return TraceFrame(data, events, changes).block()
 
-    pd = require_pandas()
-    if not data.series:
-        raise ReportError("no counter events (is it a sysprof trace?)")
-    times, listed_ns = _row_times(data, changes)
-    renamed = {} if data.recorded else sampler_channels(data.series)
-    out = np.empty((times.size, len(data.series)), dtype=np.float64, order="F")  # columns contiguous: no copy
-    columns, units = [], {}
-    for j, (ch, (t, v)) in enumerate(data.series.items()):
-        if listed_ns is None:
-            pos = np.searchsorted(t, times, side="right") - 1
-        else:  # each event at the listed sample it was written at; a row takes the last one at or before it
-            pos = np.searchsorted(_nearest_rows(t, times), np.arange(times.size), side="right") - 1
-        col = out[:, j]
-        np.take(v, np.maximum(pos, 0), out=col)
-        col[pos < 0] = np.nan
-        if ch in renamed:
-            name, mul, div = renamed[ch]
-            if mul != 1.0:
-                col *= mul
-            if div != 1.0:
-                col /= div
-            units[name] = _unit(name)
-        else:
-            name = ch
-            units[name] = unit_of(ch, data.units)
-        columns.append(name)
-    ts_ns = _us_to_ns(times) if listed_ns is None else listed_ns
-    exact = _exact_ns(events) if listed_ns is None else None
-    if exact:
-        ts_ns = np.array([exact.get(t, n) for t, n in zip(times.tolist(), ts_ns.tolist())], dtype=np.int64)
-    df = pd.DataFrame(out, index=_index(pd, ts_ns), columns=columns, copy=False)
-    df.columns.name = "channel"
-    interval, source = data.interval()
-    layout = "sysprof" if data.recorded else ("composer" if renamed else "chrome")
-    df.attrs.update({"units": units, "interval_s": interval, "interval_source": source, "meta": dict(data.meta),
-                     "stats": data.stats(), "truncated": data.truncated, "layout": layout,
-                     "renamed": {ch: r[0] for ch, r in renamed.items()}})
-    return df
+
+def read_trace_data(path: PathLike):
+    """A trace file (any format :func:`sysprof.trace.load.iter_events` reads) as a
+    :class:`~sysprof.report.TraceData`, streamed: its counter values go into columns as they are read."""
+    from .report.model import TraceData
+    from .trace.load import iter_events
+
+    return TraceData(iter_events(path))
 
 
 def read_trace(path: PathLike, changes: bool = False) -> Any:
@@ -252,19 +356,44 @@ def read_trace(path: PathLike, changes: bool = False) -> Any:
         ImportError: pandas is missing (``pip install 'sysprof[pandas]'``), or the Perfetto reader for a
             ``.pftrace``.
     """
-    from .report.model import ReportError, TraceData
-    from .trace.load import load_events
+    from .report.model import ReportError
 
     require_pandas()
-    events = load_events(path)
+    data = read_trace_data(path)
     try:
-        return trace_frame(TraceData(events), events, changes=changes)
+        return trace_frame(data, changes=changes)
     except ReportError as e:
         raise ReportError(f"{os.fspath(path)}: {e}") from None
 
 
 def _jsonable(obj):
     return json.loads(json.dumps(obj, default=str))
+
+
+def write_parquet(frames, out) -> None:
+    """Write ``frames`` (DataFrames: the blocks of one frame, :meth:`TraceFrame.blocks`, or one frame) to ``out`` (a
+    path, or a writable binary file) as one Parquet file, a row group per block (see :func:`parquet_bytes`; the
+    units and ``attrs`` are the first block's).
+
+    Raises:
+        ImportError: pyarrow is missing.
+    """
+    pa, pq = require_pyarrow()
+    writer = schema = None
+    try:
+        for df in frames:
+            table = pa.Table.from_pandas(df, preserve_index=True)
+            if writer is None:
+                units = df.attrs.get("units") or {}
+                fields = [f.with_metadata({"unit": units[f.name]}) if f.name in units else f for f in table.schema]
+                meta = dict(table.schema.metadata or {})
+                meta[b"sysprof"] = json.dumps(_jsonable(df.attrs)).encode()
+                schema = pa.schema(fields, metadata=meta)
+                writer = pq.ParquetWriter(out, schema, compression="zstd", version="2.6")
+            writer.write_table(pa.Table.from_arrays(table.columns, schema=schema))
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def parquet_bytes(df) -> bytes:
@@ -276,16 +405,17 @@ def parquet_bytes(df) -> bytes:
     Raises:
         ImportError: pyarrow is missing.
     """
-    pa, pq = require_pyarrow()
-    table = pa.Table.from_pandas(df, preserve_index=True)
-    units = df.attrs.get("units") or {}
-    fields = [f.with_metadata({"unit": units[f.name]}) if f.name in units else f for f in table.schema]
-    meta = dict(table.schema.metadata or {})
-    meta[b"sysprof"] = json.dumps(_jsonable(df.attrs)).encode()
-    table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=meta))
+    pa, _ = require_pyarrow()
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", version="2.6")
+    write_parquet([df], sink)
     return sink.getvalue().to_pybytes()
+
+
+def _csv_options() -> dict:
+    pd = require_pandas()
+    major, minor = (int(x) for x in pd.__version__.split(".")[:2])
+    newline = {"lineterminator" if (major, minor) >= (1, 5) else "line_terminator": "\n"}  # renamed in 1.5
+    return dict(index=True, index_label="time", na_rep="", **newline)
 
 
 def csv_text(df) -> str:
@@ -295,7 +425,19 @@ def csv_text(df) -> str:
     ``_seconds``, ``_per_second``; ``sysprof report`` and the Parquet file carry them).
 
     Read it back with ``pandas.read_csv(path, index_col="time", parse_dates=["time"])``."""
+    return df.to_csv(**_csv_options())
+
+
+def write_csv(frames, out, unit: Optional[str] = None) -> None:
+    """Write ``frames`` (the blocks of one frame, or one frame) to the writable binary file ``out`` as the CSV text
+    :func:`csv_text` gives for the whole frame (one header row). ``unit``: the whole frame's time resolution
+    (:meth:`TraceFrame.time_unit`), so that every block writes its times with the digits the whole frame's have
+    (pandas gives a frame the fewest that show all its times exactly); None: each block's own."""
     pd = require_pandas()
-    major, minor = (int(x) for x in pd.__version__.split(".")[:2])
-    newline = {"lineterminator" if (major, minor) >= (1, 5) else "line_terminator": "\n"}  # renamed in 1.5
-    return df.to_csv(index=True, index_label="time", na_rep="", **newline)
+    options = _csv_options()
+    for i, df in enumerate(frames):
+        if unit is not None:
+            text = np.datetime_as_string(df.index.asi8.view("datetime64[ns]"), unit=unit)
+            text = np.char.add(np.char.replace(text, "T", " "), "+00:00")
+            df = df.set_axis(pd.Index(text, name=df.index.name), axis=0)
+        out.write(df.to_csv(header=i == 0, **options).encode())

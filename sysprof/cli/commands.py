@@ -35,8 +35,6 @@ def _report_ranks(args) -> int:
 
 def cmd_report(args) -> int:
     _import_sysprof()
-    from sysprof.trace.load import load_events
-
     if (args.ranks is None) == (args.trace is None):
         raise CLIError("report takes one TRACE or --ranks DIR_OR_FILE... (see 'sysprof report --help')", status=2)
     if args.ranks is not None:
@@ -48,7 +46,7 @@ def cmd_report(args) -> int:
         return _report_ranks(args)
 
     _check_report_args(args)  # before the trace is read: a large one takes a while
-    data = TraceData(_read_parts(load_events, [args.trace] + list(args.parts or [])))
+    data = _read_parts([args.trace] + list(args.parts or []))
     if not data.series:
         raise CLIError(f"{args.trace}: no counter events (is it a sysprof trace?)")
     whole, bounds = data, None
@@ -144,20 +142,40 @@ def _kept(phases, keep):
     return [dataclasses.replace(p, channels={ch: c for ch, c in p.channels.items() if keep(ch)}) for p in phases]
 
 
-def _read_parts(read_trace, paths) -> list:
-    """The events of one trace, or of the parts of one ``record --max-size`` recording read as one."""
-    events, parts = [], set()
+def _read_parts(paths) -> TraceData:
+    """One trace, or the parts of one ``record --max-size`` recording read as one, streamed into a
+    :class:`TraceData` (its counters' columns: the events are not kept)."""
+    from sysprof.trace.load import iter_events
+
     for path in paths:
-        part = _read_trace_or_fail(read_trace, path)
-        if len(paths) > 1:
-            start = next((e.get("args") for e in part if isinstance(e, dict) and e.get("name") == START_EVENT), None)
-            info = start.get("part") if isinstance(start, dict) else None
-            parts.add((info.get("recording_id"), info.get("index")) if isinstance(info, dict) else None)
-        events += part
+        if not os.path.exists(path):
+            raise CLIError(f"no such file: {path}")
+    parts = set()
+
+    def events():
+        for path in paths:
+            info = None
+            for event in _events_or_fail(iter_events(path), path):
+                if info is None and isinstance(event, dict) and event.get("name") == START_EVENT:
+                    start = event.get("args")
+                    part = start.get("part") if isinstance(start, dict) else None
+                    info = ((part.get("recording_id"), part.get("index")),) if isinstance(part, dict) else (None,)
+                yield event
+            parts.add(info[0] if info is not None else None)
+
+    data = TraceData(events())
     if len(paths) > 1 and (None in parts or len(parts) != len(paths) or len({r for r, _ in parts}) != 1):
         raise CLIError("several TRACEs are read only as the distinct parts of one recording (record --max-size); "
                        "--ranks compares ranks' traces", status=2)
-    return events
+    return data
+
+
+def _events_or_fail(events, path):
+    """``events`` (a reader's stream of ``path``), its errors as the one-line ``cannot read`` error."""
+    try:
+        yield from events
+    except (OSError, ValueError, EOFError, ImportError) as e:
+        raise CLIError(f"cannot read {path}: {e}") from None
 
 
 def _read_trace_or_fail(read_trace, path):

@@ -2,10 +2,11 @@
 table, a row per sampled time and a column per channel (:mod:`sysprof.frames`).
 
 The format follows ``--format``, else the output's name: ``.parquet`` / ``.pq`` Parquet, ``.csv`` CSV; ``-o -``
-writes CSV to stdout. The whole table is built before the output is touched, so a bad trace never leaves a
-half-written or emptied file; the output is then created exclusively, or with ``--force`` an existing file is
-emptied and rewritten, never through a symbolic link (the ``record`` output's rules, :class:`~.output._Output`),
-and never the trace itself.
+writes CSV to stdout. The trace is read whole (streamed into its counters' columns) and checked before the output
+is touched, so a bad trace never leaves a half-written or emptied file; the output is then created exclusively, or
+with ``--force`` an existing file is emptied and rewritten, never through a symbolic link (the ``record`` output's
+rules, :class:`~.output._Output`), and never the trace itself. The table is written in blocks of rows
+(:meth:`sysprof.frames.TraceFrame.blocks`), so a long trace never becomes one frame in memory.
 """
 from __future__ import annotations
 
@@ -56,43 +57,52 @@ def cmd_export(args) -> int:
     if not os.path.exists(args.trace):
         raise CLIError(f"no such file: {args.trace}")
     try:
-        from ..frames import csv_text, parquet_bytes, read_trace, require_pandas, require_pyarrow
+        from ..frames import (TraceFrame, read_trace_data, require_pandas, require_pyarrow, write_csv,
+                              write_parquet)
+        from ..report.model import ReportError
 
         require_pandas()  # what the output needs, before the trace is read
         if fmt == "parquet":
             require_pyarrow()
-
-        df = read_trace(args.trace, changes=getattr(args, "changes", False))
+        data = read_trace_data(args.trace)
+        try:
+            table = TraceFrame(data, changes=getattr(args, "changes", False))
+        except ReportError as e:
+            raise ReportError(f"{args.trace}: {e}") from None
         if args.channel:
             keep = channel_filter(args.channel)
-            chosen = [c for c in df.columns if keep(c)]
-            if not chosen:
+            n = len(table.columns)
+            table.select(keep)
+            if not table.columns:
                 raise CLIError(f"no channel matches {' or '.join(repr(p) for p in args.channel)} "
-                               f"({df.shape[1]} channels in {args.trace})")
-            attrs = dict(df.attrs)
-            df = df[chosen]
-            df.attrs.update(attrs, units={c: attrs.get("units", {}).get(c, "") for c in chosen})
-        payload = parquet_bytes(df) if fmt == "parquet" else csv_text(df).encode()
+                               f"({n} channels in {args.trace})")
     except ImportError as e:
         raise CLIError(str(e)) from None
     except (OSError, ValueError, EOFError) as e:
         raise CLIError(f"cannot read {args.trace}: {e}") from None
+    if fmt == "parquet":
+        write = write_parquet
+    else:
+        unit = table.time_unit()  # the whole table's: every block writes its times alike
+
+        def write(blocks, out):
+            write_csv(blocks, out, unit)
     if out == "-":
         sys.stdout.flush()
-        sys.stdout.buffer.write(payload)
+        write(table.blocks(), sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return 0
     target = _Output(out, args.force)
     try:
         target.truncate()
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(target.fd, view):]
-    except OSError as e:
+        with os.fdopen(os.dup(target.fd), "wb") as f:
+            write(table.blocks(), f)
+            size = f.tell()
+    except (OSError, ValueError) as e:
         target.discard()
-        raise CLIError(f"cannot write {out}: {e.strerror or e}") from None
+        raise CLIError(f"cannot write {out}: {getattr(e, 'strerror', None) or e}") from None
     target.close()
     if not args.quiet:
-        print(f"{PROG}: {out}: {df.shape[0]:,} rows x {df.shape[1]} channels, {len(payload):,} bytes ({fmt})",
+        print(f"{PROG}: {out}: {table.rows:,} rows x {len(table.columns)} channels, {size:,} bytes ({fmt})",
               file=sys.stderr)
     return 0

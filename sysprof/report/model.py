@@ -3,10 +3,13 @@ sampler statistics. Errors are :class:`ReportError`."""
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Optional
 
+from ..trace.columns import HeldSeries, expand, held
+from ..trace.columns import event_ns as _event_ns
 from ..trace.schema import (SAMPLES_EVENT, START_EVENT, STATS_COUNTER, STOP_EVENT, UNITS_EVENT, join_channel,
-                            sample_times_ns)
+                            sample_times_array)
 
 __all__ = ["ReportError", "Span", "Instant", "TraceData"]
 
@@ -68,6 +71,43 @@ def _checked(args, types: dict) -> dict:
 _MAX_TS = 253402300800e6
 
 
+def _ascending_distinct(a):
+    """``a`` sorted with repeats left out (``a`` itself where it already is)."""
+    import numpy as np
+
+    if a.size < 2 or (a[1:] > a[:-1]).all():
+        return a
+    return np.unique(a)
+
+
+def _sorted_times(t, ns, earlier):
+    """``(t, order, times, ns)`` of a counter's times ``t`` (µs) and exact ``ns``: ``times`` sorted (stable),
+    ``order`` the permutation (None where ``t`` was sorted). Where an ``earlier`` counter's sorted times are equal
+    (``sysprof record --every-row`` writes every counter at every sample), its arrays are shared."""
+    import numpy as np
+
+    order = None
+    if t.size > 1 and not (t[1:] >= t[:-1]).all():
+        order = np.argsort(t, kind="stable")
+    times = t if order is None else t[order]
+    tns = ns if ns is None or order is None else ns[order]
+    for _, _, other, other_ns in earlier:
+        if other.size == times.size and other.size and other[0] == times[0] and other[-1] == times[-1] \
+                and np.array_equal(other, times):
+            times = other
+            if tns is not None and other_ns is not None and np.array_equal(other_ns, tns):
+                tns = other_ns
+            break
+    return t, order, times, tns
+
+
+def _times_of(series):
+    """The time array of each channel of ``series`` (without rebuilding the values of a HeldSeries)."""
+    if isinstance(series, HeldSeries):
+        return [series.times(ch) for ch in series]
+    return [t for t, _ in series.values()]
+
+
 class ReportError(ValueError):
     """A trace that cannot be reported on or plotted, with a one-line reason."""
 
@@ -106,10 +146,18 @@ class TraceData:
     the key (or has ``null``), so a value is never held across a time it was unknown. ``units`` holds the
     units the trace declares (its ``sysprof units`` metadata events: channel -> symbol; empty in a trace
     without them). ``spans`` holds the duration events (:class:`Span`, sorted by start) and ``instants`` the
-    instant events (:class:`Instant`, sorted by time), for phase attribution and plots."""
+    instant events (:class:`Instant`, sorted by time), for phase attribution and plots.
+
+    Memory follows the trace's changes, not its events: ``events`` (any iterable of Chrome-style event dicts: a
+    list, or a reader's stream such as :func:`sysprof.trace.load.iter_events`) are taken one at a time and not kept;
+    counter values go into columns as they come (:mod:`sysprof.trace.columns`: 8 B per counter event for its
+    time, 16 B per value that changed), and ``series`` (a :class:`~sysprof.trace.columns.HeldSeries`) gives a
+    channel's values whole only when it is asked for."""
 
     def __init__(self, events):
         import numpy as np
+
+        from ..trace.columns import CounterColumns
 
         self.meta = {}
         self.stop = None
@@ -118,35 +166,46 @@ class TraceData:
         self.last_counter_stats = None
         self.last_counter_ts = None
         self.units = {}
-        groups = {}  # counter name -> ([ts], [args])
+        columns = None  # the counters' columns, from the first counter event on (it says whether ns are exact)
         self.spans = []
         self.instants = []
         open_spans = {}  # (pid, tid) -> stack of B events
-        sample_ns = []  # the times of the samples (SAMPLES_EVENT), where the trace lists them
+        sample_ns = array("q")  # the times of the samples (SAMPLES_EVENT), where the trace lists them
         last_ts = None
+        number = (int, float)
+        add = exact = None
         for ev in events:
             if not isinstance(ev, dict):
                 continue
             ph = ev.get("ph")
             name = ev.get("name")
             ts = ev.get("ts")
-            if isinstance(ts, (int, float)) and (last_ts is None or ts > last_ts):
-                last_ts = ts
+            if isinstance(ts, number):
+                if last_ts is None or ts > last_ts:
+                    last_ts = ts
+                if ph == "C" and add is not None and 0 <= ts < _MAX_TS:  # (the common case first)
+                    args = ev.get("args") or {}
+                    if isinstance(args, dict):
+                        if name == STATS_COUNTER:
+                            self.last_counter_stats = args
+                            self.last_counter_ts = ts
+                        else:
+                            add(name, ts, args, _event_ns(ev) if exact else None)
+                    continue
             if ph == "C":
+                if columns is None:
+                    columns = CounterColumns(exact=_event_ns(ev) is not None)
+                    add, exact = columns.add, columns.exact
                 args = ev.get("args") or {}
-                if not isinstance(ts, (int, float)) or not 0 <= ts < _MAX_TS or not isinstance(args, dict):
+                if not isinstance(ts, number) or not 0 <= ts < _MAX_TS or not isinstance(args, dict):
                     continue  # a time no sample can have (NaN, inf, negative, past the year 9999): left out
                 if name == STATS_COUNTER:
                     self.last_counter_stats = args
                     self.last_counter_ts = ts
                     continue
-                group = groups.get(name)
-                if group is None:
-                    group = groups[name] = ([], [])
-                group[0].append(ts)
-                group[1].append(args)
+                add(name, ts, args, _event_ns(ev) if exact else None)
             elif ph == "M" and name == SAMPLES_EVENT:
-                sample_ns.extend(sample_times_ns(ev.get("args")))
+                sample_ns.frombytes(sample_times_array(ev.get("args")).tobytes())
             elif ph == "M" and name == UNITS_EVENT:
                 args = ev.get("args")
                 units = args.get("units") if isinstance(args, dict) else None
@@ -192,28 +251,31 @@ class TraceData:
         self.instants.sort(key=lambda i: i.ts_us)
         #: the sample times (int64 ns, ascending, distinct) a changes-only ``sysprof record`` trace lists (its
         #: ``sysprof samples`` events); empty for a trace without them (every row, older, foreign)
-        self.sample_ns = np.unique(np.asarray(sample_ns, dtype=np.int64))
-        nan = float("nan")
+        self.sample_ns = _ascending_distinct(np.frombuffer(sample_ns, dtype=np.int64) if len(sample_ns)
+                                             else np.zeros(0, dtype=np.int64))
         raw = {}
-        for name, (tss, argss) in groups.items():
-            for key in dict.fromkeys(k for a in argss for k in a):  # every key of the counter, in order
-                vals = [a.get(key) for a in argss]
-                raw[join_channel(str(name), str(key))] = (tss, [nan if v is None else v for v in vals])
+        exact = {}
+        shared = {}  # a counter's times, sorted, by the identity of its column (its keys share them)
+        for name, key, t, index, values, ns in (columns.columns() if columns is not None else ()):
+            sort = shared.get(id(t))
+            if sort is None:
+                sort = shared[id(t)] = _sorted_times(t, ns, shared.values())
+            order, ts, tns = sort[1:]
+            if order is not None:  # events out of time order (rare): its values sorted with them
+                index, values = held(expand(index, values, t.size)[order])
+            ch = join_channel(str(name), str(key))
+            raw[ch] = (ts, index, values)
+            exact[ch] = tns
         order = [c for c in self.meta.get("channels") or [] if isinstance(c, str)]
         known = set(order)
         order += [c for c in raw if c not in known]
-        self.series = {}
-        for ch in order:
-            if ch not in raw:
-                continue
-            ts, vals = raw[ch]
-            t = np.asarray(ts, dtype=np.float64)
-            try:
-                v = np.asarray(vals, dtype=np.float64)
-            except (TypeError, ValueError):
-                continue  # not numeric: not a channel
-            idx = np.argsort(t, kind="stable")
-            self.series[ch] = (t[idx], v[idx])
+        #: channel -> (times, values): see the class docstring (a :class:`~sysprof.trace.columns.HeldSeries`, which
+        #: keeps each channel's changes and gives its values whole when asked for)
+        self.series = HeldSeries({ch: raw[ch] for ch in order if ch in raw})
+        #: channel -> int64 ns of each of its times (-1 where unknown), where the trace carries exact ns
+        #: (``.pftrace``: :class:`~sysprof.trace.perfetto.TraceTime` timestamps; an integer ``ts_ns``); else None
+        self.series_ns = {ch: exact[ch] for ch in self.series} if columns is not None and columns.exact else None
+        self._timestamps = None  # (the time arrays it was taken from, the union)
 
     @property
     def recorded(self) -> bool:
@@ -231,11 +293,22 @@ class TraceData:
         return _checked(self.last_counter_stats, _STATS_TYPES)
 
     def timestamps(self):
+        """The distinct times of the series' events (µs, ascending). Taken once while the series keep their time
+        arrays (the keys of a counter share theirs: each distinct array is taken once)."""
         import numpy as np
 
-        if not self.series:
-            return np.zeros(0)
-        return np.unique(np.concatenate([t for t, _ in self.series.values()]))
+        arrays = list({id(t): t for t in _times_of(self.series)}.values())
+        cached = getattr(self, "_timestamps", None)
+        if cached is not None and len(cached[0]) == len(arrays) and all(a is b for a, b in zip(cached[0], arrays)):
+            return cached[1]
+        if not arrays:
+            union = np.zeros(0)
+        elif len(arrays) == 1:
+            union = _ascending_distinct(arrays[0])
+        else:
+            union = np.unique(np.concatenate(arrays))
+        self._timestamps = (arrays, union)
+        return union
 
     def interval(self):
         """``(seconds, source)``: the sampling interval from the metadata (source ``"metadata"``), else the

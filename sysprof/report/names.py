@@ -10,6 +10,7 @@ its name and values; channels of sources Composer never had are written under sy
 """
 from __future__ import annotations
 
+from ..trace.columns import HeldSeries
 from ..trace.composer_map import sampler_channels
 from .model import TraceData
 
@@ -24,15 +25,20 @@ def sampler_series(data: TraceData):
     if data.recorded:
         return data.series, data.units
     renamed = sampler_channels(data.series)
+    held = isinstance(data.series, HeldSeries)  # renamed as their changes: no channel's values made whole
     series, units = {}, dict(data.units)
-    for ch, (t, v) in data.series.items():
+    for ch in data.series:
+        t, index, v = data.series.changes(ch) if held else (*data.series[ch], None)
         hit = renamed.get(ch)
         if hit is None:
-            series.setdefault(ch, (t, v))
-            continue
-        name, mul, div = hit
-        series[name] = (t, v * (mul / div) if mul != div else v)
-        unit = registry_unit(name)
-        if unit is not None:
-            units[name] = unit
-    return series, units
+            if ch in series:
+                continue
+            name = ch
+        else:
+            name, mul, div = hit
+            v = v * (mul / div) if mul != div else v
+            unit = registry_unit(name)
+            if unit is not None:
+                units[name] = unit
+        series[name] = (t, index, v) if held else (t, v)
+    return (HeldSeries(series) if held else series), units

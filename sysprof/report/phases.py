@@ -183,10 +183,20 @@ class _Pieces:
     def __init__(self, starts, widths, values):
         import numpy as np
 
-        ok = np.isfinite(values) & (widths > 0)
-        self.s, self.w, self.v = starts[ok], widths[ok], values[ok]
-        self.c_int = np.concatenate([[0.0], np.cumsum(self.v * self.w)])
-        self.c_cov = np.concatenate([[0.0], np.cumsum(self.w)])
+        ok = np.isfinite(values)
+        ok &= widths > 0
+        if ok.all():  # (the arrays themselves: no copy)
+            self.s, self.w, self.v = starts, widths, values
+        else:
+            self.s, self.w, self.v = starts[ok], widths[ok], values[ok]
+        del ok
+        self.c_int = np.empty(self.v.size + 1)  # the running integral, from 0
+        self.c_int[0] = 0.0
+        np.multiply(self.v, self.w, out=self.c_int[1:])
+        np.cumsum(self.c_int[1:], out=self.c_int[1:])
+        self.c_cov = np.empty(self.w.size + 1)
+        self.c_cov[0] = 0.0
+        np.cumsum(self.w, out=self.c_cov[1:])
 
     def _upto(self, x):
         import numpy as np
@@ -214,20 +224,21 @@ class _Channel:
         """``rows``: the trace's sample times (seconds from ``origin``; empty where it does not list them)."""
         import numpy as np
 
-        t = (np.asarray(t_us, dtype=np.float64) - origin_us) / 1e6
+        t = np.subtract(t_us, origin_us, dtype=np.float64)  # (in place from here: one channel's arrays at a time)
+        t /= 1e6
         v = np.asarray(v, dtype=np.float64)
         iv = data.interval_us(channel) / 1e6  # its source's: a GPU counter steps once per GPU reading
         w = np.empty_like(t)
         if t.size:
-            w[:-1] = np.diff(t)
+            np.subtract(t[1:], t[:-1], out=w[:-1])
             w[-1] = iv
         self.pieces = _Pieces(t, w, v)
         mode, self.factor, self.amount_unit = rule
         self.unit, self.mode = unit, mode
         self.steps = None
         if mode == "increase" and t.size >= 2:
-            step = np.diff(v)
-            step = np.where(step < 0, 0.0, step)  # a reset: no increase known
+            density = np.diff(v)  # the step, then its density over the span
+            density[density < 0] = 0.0  # a reset: no increase known
             # a step accrues since the row before it (a row the sampler took late carries its whole gap), over at
             # least its source's interval (a slower source steps once per reading), at most since the sample
             # before; a trace that does not list its rows: over one interval
@@ -235,9 +246,11 @@ class _Channel:
             if rows.size:
                 k = np.searchsorted(rows, t[1:] - 1e-7, side="left") - 1
                 gap = np.where(k >= 0, t[1:] - rows[np.clip(k, 0, None)], gap)
-            span = np.minimum(np.diff(t), np.maximum(gap, iv))
+            span = np.diff(t)
+            np.minimum(span, np.maximum(gap, iv), out=span)
             with np.errstate(divide="ignore", invalid="ignore"):
-                density = np.where(span > 0, step / span, np.nan)
+                np.divide(density, span, out=density)
+            density[~(span > 0)] = np.nan
             self.steps = _Pieces(t[1:] - span, span, density)
 
     def attribute(self, lo, hi) -> Optional[ChannelPhase]:
@@ -253,20 +266,20 @@ class _Channel:
 
 
 def _prepare(data: TraceData, channels: Optional[Callable[[str], bool]], origin_us: float):
-    import numpy as np
-
+    """``(channel, _Channel)`` of each series wanted, prepared one at a time (a long trace's pieces are several
+    arrays per value: only one channel's are held at once)."""
     from .names import sampler_series
 
     series, units = sampler_series(data)
     cpu_count = data.meta.get("cpu_count")
     rows = (data.sample_ns / 1e3 - origin_us) / 1e6  # empty where the trace does not list its samples
-    out = {}
-    for ch, (t, v) in series.items():
+    for ch in series:
         if channels is not None and not channels(ch):
             continue
+        t, v = series[ch]
         unit = unit_of(ch, units)
-        out[ch] = _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us, rows)
-    return out
+        yield ch, _Channel(data, ch, t, v, unit, amount_rule(ch, unit, cpu_count), origin_us, rows)
+        del t, v
 
 
 def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) -> List[PhaseStats]:
@@ -278,25 +291,27 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
 
     ts = data.timestamps()
     origin = float(ts[0]) if ts.size else min(s.start_us for spans in groups.values() for s in spans)
-    # the counters a share is computed from are prepared even where not asked for (left out of the result)
-    prepared = _prepare(data, None if channels is None else (lambda ch: channels(ch) or is_share_counter(ch)),
-                        origin)
     windows = None if data.recorded else [((a - origin) / 1e6, (b - origin) / 1e6) for a, b in sampled_windows(data)]
-    out = []
+    out, bounds = [], []
     for name, spans in groups.items():
         union = _union(((s.start_us - origin) / 1e6, (s.end_us - origin) / 1e6) for s in spans)
         wall = sum(hi - lo for lo, hi in union)
         if windows is not None:
             union = _intersect(union, windows)
-        lo = np.array([a for a, _ in union], dtype=np.float64)
-        hi = np.array([b for _, b in union], dtype=np.float64)
-        phase = PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall,
-                           sum(b - a for a, b in union), union_us=[(origin + a * 1e6, origin + b * 1e6)
-                                                                  for a, b in union])
-        for ch, c in prepared.items():
+        bounds.append((np.array([a for a, _ in union], dtype=np.float64),
+                       np.array([b for _, b in union], dtype=np.float64)))
+        out.append(PhaseStats(name, len(spans), sum(s.duration_us for s in spans) / 1e6, wall,
+                              sum(b - a for a, b in union), union_us=[(origin + a * 1e6, origin + b * 1e6)
+                                                                     for a, b in union]))
+    # the counters a share is computed from are prepared even where not asked for (left out of the result)
+    for ch, c in _prepare(data, None if channels is None else (lambda ch: channels(ch) or is_share_counter(ch)),
+                          origin):
+        for phase, (lo, hi) in zip(out, bounds):
             got = c.attribute(lo, hi)
             if got is not None:
                 phase.channels[ch] = got
+        del c  # before the next channel is prepared
+    for phase in out:
         got = phase.channels
         shares = counter_means(got, {ch: c.amount for ch, c in got.items()}, {ch: c.seconds for ch, c in got.items()})
         for ch, (mean, amount) in shares.items():  # a share over the span: from its counters' increases
@@ -305,7 +320,6 @@ def _attribute(data: TraceData, groups: Dict[str, List[Span]], channels=None) ->
                 got[ch].amount = amount
         if channels is not None:
             phase.channels = {ch: c for ch, c in got.items() if channels(ch)}
-        out.append(phase)
     return out
 
 
@@ -399,10 +413,10 @@ def phases_frame(trace, patterns: Union[str, Sequence[str]]):
 
 
 def _read(path) -> TraceData:
-    from sysprof.trace.chrome import read_trace
+    from sysprof.trace.chrome import iter_trace
 
     try:
-        return TraceData(read_trace(str(path)))
+        return TraceData(iter_trace(str(path)))
     except (OSError, ValueError, EOFError) as e:
         raise ReportError(f"cannot read {path}: {e}") from None
 

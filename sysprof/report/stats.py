@@ -44,12 +44,16 @@ def jsonable(x):
 
 
 def _finite(values, weights):
-    """The finite values with finite, non-negative weights, as float64 arrays."""
+    """The finite values with finite, non-negative weights, as float64 arrays (the arrays given where all are)."""
     import numpy as np
 
     v = np.asarray(values, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
-    ok = np.isfinite(v) & np.isfinite(w) & (w >= 0)
+    ok = np.isfinite(v)
+    ok &= np.isfinite(w)
+    ok &= w >= 0
+    if ok.all():
+        return v, w
     return v[ok], w[ok]
 
 
@@ -85,10 +89,14 @@ def weighted_stats(values, weights) -> dict:
         return dict(min=None, mean=None, p50=None, p95=None, max=None)
     if not w.sum() > 0:
         w = np.ones_like(v)
+    mean = float(np.dot(v, w) / w.sum())
     order = np.argsort(v, kind="stable")
-    vs, cw = v[order], np.cumsum(w[order])
+    cw = w[order]
+    np.cumsum(cw, out=cw)
+    vs = v[order]
+    del order
     # A weighted mean lies in [min, max]; the float sum can round just outside (a constant 0.45 read 0.4499...).
-    mean = min(max(float(np.dot(v, w) / w.sum()), float(vs[0])), float(vs[-1]))
+    mean = min(max(mean, float(vs[0])), float(vs[-1]))
     return dict(min=float(vs[0]), mean=mean, p50=_quantile_sorted(vs, cw, 0.5), p95=_quantile_sorted(vs, cw, 0.95),
                 max=float(vs[-1]))
 
@@ -151,18 +159,20 @@ def summarize(data: TraceData) -> dict:
     channels = {}
     for ch, (t, v) in series.items():
         spec = channel_spec(ch)
-        entry = {"unit": unit_of(ch, units), "events": int(v.size), "valid": int(np.isfinite(v).sum()),
+        entry = {"unit": unit_of(ch, units), "events": int(v.size), "valid": 0,
                  "source": section_of(ch), "kind": spec.kind if spec is not None else None}
         entry.update(weighted_stats(v, data.weights(t)))
         if ch in shares:  # a share over the whole trace: from its counters (sysprof.report.shares)
             entry["mean"] = shares[ch]
-        finite = v[np.isfinite(v)]
-        entry["first"] = float(finite[0]) if finite.size else None
-        entry["last"] = float(finite[-1]) if finite.size else None
+        finite = np.isfinite(v)  # (a mask, not a copy of the values: one channel's arrays at a time)
+        entry["valid"] = int(finite.sum())
+        entry["first"] = float(v[finite.argmax()]) if entry["valid"] else None
+        entry["last"] = float(v[v.size - 1 - finite[::-1].argmax()]) if entry["valid"] else None
         got = whole.get(ch)
         entry["amount"] = got.amount if got is not None else None
         entry["amount_unit"] = got.amount_unit if got is not None and got.amount is not None else None
         channels[ch] = entry
+        del t, v, finite
     for total, got in whole.items():  # a rate's amount: its total's increase where the trace holds the total
         if channels.get(total, {}).get("kind") not in _TOTAL_KINDS or got.amount is None:
             continue

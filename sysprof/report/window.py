@@ -22,6 +22,7 @@ import fnmatch
 import re
 from typing import NamedTuple, Optional, Sequence, Tuple
 
+from ..trace.columns import HeldSeries
 from .model import ReportError, Span, TraceData
 
 __all__ = ["TraceWindow", "Bounds", "parse_steps", "trace_extent", "window_bounds"]
@@ -130,7 +131,7 @@ class TraceWindow(TraceData):
         lo, hi = bounds.lo_us, bounds.hi_us
         iv = data.interval_us()
         recorded = data.recorded
-        series = {}
+        series = HeldSeries()  # (each channel kept as its changes, as the whole trace's)
         for ch, (t, v) in data.series.items():
             a = int(np.searchsorted(t, lo, side="right"))  # the first sample after lo
             b = int(np.searchsorted(t, hi, side="left"))   # the first sample at or after hi
@@ -142,6 +143,7 @@ class TraceWindow(TraceData):
             if tt.size:
                 series[ch] = (tt, vv)
         self.series = series
+        self.series_ns = None  # (the whole trace's ns are not the window's times)
         self.spans = [Span(s.name, max(s.start_us, lo), min(s.end_us, hi), s.pid, s.tid, s.args)
                       for s in data.spans if s.end_us > lo and s.start_us < hi or lo <= s.start_us == s.end_us < hi]
         self.instants = [i for i in data.instants if lo <= i.ts_us <= hi]

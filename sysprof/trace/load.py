@@ -15,7 +15,8 @@
 
 Only regular files are read (a FIFO or a device would block or never end), opened without blocking. A JSON trace
 is streamed (:func:`sysprof.trace.chrome.read_trace`'s bounds and damage rules): only its first MiB is read to
-tell the format.
+tell the format. :func:`iter_events` hands the events over one at a time as they are parsed (JSON and
+``.pftrace``), for readers that keep only what they need of them (:class:`sysprof.report.TraceData`).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import importlib
 import os
 from typing import Union
 
-__all__ = ["load_events", "trace_format", "PERFETTO_SUFFIXES"]
+__all__ = ["load_events", "iter_events", "trace_format", "PERFETTO_SUFFIXES"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -61,15 +62,21 @@ def trace_format(path: PathLike, data: bytes) -> str:
     return "unknown"
 
 
-def _perfetto_events(path: PathLike) -> list:
+def _perfetto_module(path: PathLike):
     try:  # its own errors name what it needs (the perfetto and protobuf packages)
-        perfetto = importlib.import_module("sysprof.trace.perfetto")
+        return importlib.import_module("sysprof.trace.perfetto")
     except ModuleNotFoundError as e:
         if e.name != "sysprof.trace.perfetto":
             raise
         raise ImportError(f"{os.fspath(path)} is a Perfetto protobuf trace, and this sysprof has no reader for "
                           "them (sysprof.trace.perfetto is missing)") from None
-    return perfetto.read_events(path)
+
+
+def _perfetto_events(path: PathLike):
+    """The events of a Perfetto trace, streamed where its reader streams them."""
+    perfetto = _perfetto_module(path)
+    stream = getattr(perfetto, "iter_events", None)
+    return stream(path) if stream is not None else perfetto.read_events(path)
 
 
 def load_events(path: PathLike) -> list:
@@ -82,25 +89,40 @@ def load_events(path: PathLike) -> list:
         ValueError: not a trace (empty, not a regular file, neither JSON, gzip nor protobuf).
         ImportError: a Perfetto trace where its reader (or the packages it needs) is missing.
     """
-    from .chrome import MAX_GAP, _open_trace, _scan
+    return list(iter_events(path))
+
+
+def iter_events(path: PathLike):
+    """:func:`load_events`, one event at a time as the file is read (a JSON trace's and a ``.pftrace``'s events are
+    parsed as they are taken), for a reader that keeps only what it needs of them (``sysprof report``,
+    :func:`sysprof.read_trace`). The format is told, and a file that is no trace refused, at the first event
+    asked for; damage is told (warned) once the last one has been taken.
+
+    Raises (while iterating): as :func:`load_events`.
+    """
+    from .chrome import MAX_GAP, _Events, _open_trace, _Text
 
     with _open_trace(path) as f:
         head = f.read(MAX_GAP + 2)  # enough to find the first '[' or '{' after the white space allowed
         kind = trace_format(path, head)
-        if kind == "perfetto":
-            return _perfetto_events(path)
         if kind in ("gzip", "json"):
             f.seek(0)
+            scan = _Events(_Text(f, kind == "gzip"))
+            read = 0
             try:
-                events, scan = _scan(f, kind == "gzip")
-            except ValueError as e:
-                if kind == "json" and _packet_start(head):
-                    return _perfetto_events(path)
-                raise ValueError(f"{os.fspath(path)}: {e}") from None
-            if not events and kind == "json" and _packet_start(head):
-                return _perfetto_events(path)  # "\n[" opening a 91-byte first packet, not JSON
-            scan.warn(path)
-            return events
-    if not head:
-        raise ValueError(f"{os.fspath(path)}: empty file, not a trace")
-    raise ValueError(f"{os.fspath(path)}: not a trace (neither Chrome JSON, gzip nor Perfetto protobuf)")
+                for event in scan:
+                    read += 1
+                    yield event
+            except ValueError as e:  # not a Chrome trace (told before any event)
+                if read or not (kind == "json" and _packet_start(head)):
+                    raise ValueError(f"{os.fspath(path)}: {e}") from None
+                read = -1
+            if read > 0 or not (kind == "json" and _packet_start(head)):
+                scan.warn(path)
+                return
+            # "\n[" opening a 91-byte first packet, not JSON: a Perfetto trace
+        elif kind != "perfetto":
+            if not head:
+                raise ValueError(f"{os.fspath(path)}: empty file, not a trace")
+            raise ValueError(f"{os.fspath(path)}: not a trace (neither Chrome JSON, gzip nor Perfetto protobuf)")
+    yield from _perfetto_events(path)

@@ -72,8 +72,8 @@ from typing import Any, Union
 
 from .chrome import ChromeTraceWriter
 
-__all__ = ["PerfettoTraceWriter", "TraceTime", "writer_class_for", "is_perfetto_path", "read_events", "protos",
-           "PERFETTO_SUFFIX"]
+__all__ = ["PerfettoTraceWriter", "TraceTime", "writer_class_for", "is_perfetto_path", "read_events", "iter_events",
+           "protos", "PERFETTO_SUFFIX"]
 
 
 def __getattr__(name: str):
@@ -133,6 +133,13 @@ def read_events(path: PathLike) -> list:
     from .perfetto_read import read_events as read
 
     return read(path)
+
+
+def iter_events(path: PathLike):
+    """:func:`read_events`, one event at a time as the packets are read (see :mod:`sysprof.trace.perfetto_read`)."""
+    from .perfetto_read import iter_events as events
+
+    return events(path)
 
 
 class TraceTime(float):

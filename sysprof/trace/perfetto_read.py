@@ -10,7 +10,7 @@ from .chrome import _open_trace
 from .perfetto import (INCREMENTAL_CLOCK, METADATA_TRACK, RESIDUAL, PathLike, TraceTime, _key_from_channel,
                        annotation_value, protos)
 
-__all__ = ["read_events", "iter_packets"]
+__all__ = ["read_events", "iter_events", "iter_packets"]
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,7 @@ class _Reader:
         self.pending = None             # (group uuid, ns) of the counter event being assembled
         self.carried = None             # the pending counter's group, its values from before the state was cleared
         self.lost = False               # packets were lost: those needing incremental state wait for it cleared
+        self.groups: dict = {}          # counter track uuid -> its group's uuid; group uuid -> (name, pid, tid)
 
     def packet(self, p) -> bool:
         """Take packet ``p`` (None: a damaged one); whether it holds anything sysprof writes."""
@@ -252,6 +253,7 @@ class _Reader:
         if p.HasField("track_descriptor"):
             self.tracks[p.track_descriptor.uuid] = p.track_descriptor
             self.keys.pop(p.track_descriptor.uuid, None)
+            self.groups.clear()
             used = True
         if p.HasField("track_event"):
             used = True
@@ -284,11 +286,15 @@ class _Reader:
 
     # ---- counters
     def counter(self, te, ns: int) -> None:
-        values = [(te.track_uuid, float(te.counter_value) if te.HasField("counter_value")
-                   else te.double_counter_value)]
-        values += [(u, float(v)) for u, v in zip(te.extra_counter_track_uuids, te.extra_counter_values)]
-        values += list(zip(te.extra_double_counter_track_uuids, te.extra_double_counter_values))
-        group = self.tracks[te.track_uuid].parent_uuid
+        uuid = te.track_uuid
+        values = [(uuid, float(te.counter_value) if te.HasField("counter_value") else te.double_counter_value)]
+        if te.extra_counter_track_uuids:
+            values += [(u, float(v)) for u, v in zip(te.extra_counter_track_uuids, te.extra_counter_values)]
+        if te.extra_double_counter_track_uuids:
+            values += list(zip(te.extra_double_counter_track_uuids, te.extra_double_counter_values))
+        group = self.groups.get(uuid)
+        if group is None:
+            group = self.groups[uuid] = self.tracks[uuid].parent_uuid
         pending = self.pending
         if pending is None or pending[0] != group or pending[1] != ns:
             self.finish_counter()
@@ -306,7 +312,7 @@ class _Reader:
             else:
                 state[key] = value
         if group not in self.cats:
-            cats = self.tracks[te.track_uuid].counter.categories
+            cats = self.tracks[uuid].counter.categories
             self.cats[group] = cats[0] if len(cats) else None
 
     def finish_counter(self) -> None:
@@ -314,9 +320,11 @@ class _Reader:
             return
         group, ns = self.pending
         self.pending = None
-        desc = self.tracks[group]
-        pid, tid = self.owner(desc.parent_uuid)
-        event = {"name": desc.name, "ph": "C", "ts": TraceTime(ns), "pid": pid, "tid": tid,
+        owner = self.groups.get(("g", group))
+        if owner is None:
+            desc = self.tracks[group]
+            owner = self.groups[("g", group)] = (desc.name,) + self.owner(desc.parent_uuid)
+        event = {"name": owner[0], "ph": "C", "ts": TraceTime(ns), "pid": owner[1], "tid": owner[2],
                  "args": dict(self.state[group])}
         if self.carried == group:  # its values were from before the state was cleared: gone now
             del self.state[group]
@@ -388,29 +396,49 @@ def read_events(path: PathLike) -> list:
         ValueError: not a Perfetto protobuf trace, or not one of sysprof's (a track event on a track it never
             declared, a value where sysprof writes none).
     """
+    return list(iter_events(path))
+
+
+def iter_events(path: PathLike):
+    """:func:`read_events`, one event at a time as the packets are read (memory: the file's bytes, one inflated
+    chunk and the events of one packet); the warning comes once the last event has been taken.
+
+    Raises (while iterating): as :func:`read_events` (a trace that is no sysprof one, or all damage, once its end
+    is reached without an event).
+    """
     with _open_trace(path) as f:
         data = f.read()
     scan = _scan(data)
     reader = _Reader()
-    refused, junk, first = 0, 0, None
+    events = reader.events
+    read = refused = junk = 0
+    first = None
     for packet in itertools.chain(scan.packets(), [False]):
         try:
-            if packet is False or junk > MAX_JUNK + 4 * len(reader.events):  # the end (or a bomb of empty packets)
+            if packet is False or junk > MAX_JUNK + 4 * read:  # the end (or a bomb of empty packets)
                 reader.finish_counter()
                 scan.damaged += packet is not False
-                break
-            junk += not reader.packet(packet)
+                stop = True
+            else:
+                junk += not reader.packet(packet)
+                stop = False
         except (KeyError, AttributeError, TypeError, ValueError, IndexError, RecursionError) as e:
             refused += 1  # not what sysprof writes (a value changed unnoticed in an uncompressed trace): skipped
             junk += 1
             first = first or (f"unknown track {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}")
-    if refused and not reader.events:
+            stop = False
+        if events:
+            read += len(events)
+            yield from events
+            events.clear()
+        if stop:
+            break
+    if refused and not read:
         raise ValueError(f"{path}: not a sysprof Perfetto trace ({first})")
-    if scan.damaged and not reader.events:
+    if scan.damaged and not read:
         raise ValueError(f"{path}: damaged: no packet of it reads ({scan.damaged} damaged part"
                          f"{'s' if scan.damaged > 1 else ''})")
     if scan.damaged or refused:
         n = scan.damaged + refused
         log.warning("%s: %d damaged part%s skipped (the events in %s are lost; the rest is read)", path, n,
                     "s" if n > 1 else "", "them" if n > 1 else "it")
-    return reader.events

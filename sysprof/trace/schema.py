@@ -25,17 +25,53 @@ def samples_event(times_ns, pid: int, ts, unit_ns: int) -> dict:
 
 def sample_times_ns(args):
     """The sample times (ns, a list of ints) of a :data:`SAMPLES_EVENT`'s args; [] when they are not well formed."""
-    if not isinstance(args, dict):
-        return []
-    for key, scale in (("us", 1000), ("ns", 1)):
-        t0, dt = args.get(f"t0_{key}"), args.get(f"dt_{key}")
-        if isinstance(t0, int) and isinstance(dt, list) and all(isinstance(d, int) and d >= 0 for d in dt):
-            out, t = [t0 * scale], t0
-            for d in dt:
-                t += d
-                out.append(t * scale)
-            return out
-    return []
+    return sample_times_array(args).tolist()
+
+
+_INT64 = 1 << 63
+
+
+def sample_times_array(args):
+    """:func:`sample_times_ns` as an int64 numpy array (empty when not well formed, or past int64's range)."""
+    import numpy as np
+
+    if isinstance(args, dict):
+        for key, scale in (("us", 1000), ("ns", 1)):
+            t0, dt = args.get(f"t0_{key}"), args.get(f"dt_{key}")
+            if isinstance(t0, int) and isinstance(dt, list):
+                times = _times(t0, dt, scale, np)
+                if times is not None:
+                    return times
+    return np.zeros(0, dtype=np.int64)
+
+
+def _times(t0: int, dt: list, scale: int, np):
+    """``t0 + cumsum(dt)`` times ``scale`` (int64), or None where ``dt`` is not a list of ints >= 0 or a time is
+    past int64."""
+    try:
+        d = np.array(dt)
+    except (ValueError, OverflowError):
+        d = None
+    if d is not None and (d.size == 0 or (d.ndim == 1 and d.dtype.kind in "ib")):
+        d = d.astype(np.int64, copy=False)
+        if d.size and d.min() < 0:
+            return None
+        top = abs(t0) + (int(d.max()) * d.size if d.size else 0)
+        if top * scale < _INT64:  # no sum below can leave int64
+            out = np.empty(d.size + 1, dtype=np.int64)
+            out[0] = t0
+            np.cumsum(d, out=out[1:])
+            out[1:] += t0
+            return out * scale if scale != 1 else out
+    if not all(isinstance(x, int) and x >= 0 for x in dt):  # the rare rest (huge numbers): in Python
+        return None
+    out, t = [t0 * scale], t0
+    for x in dt:
+        t += x
+        out.append(t * scale)
+    if not all(-_INT64 <= x < _INT64 for x in (out[0], out[-1])):
+        return None
+    return np.array(out, dtype=np.int64)
 
 
 #: the key of a track that says when its values were read (``gpu/<i>/reading_time_seconds``: wall-clock seconds
