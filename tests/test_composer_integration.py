@@ -1,25 +1,23 @@
 """Drop-in check inside the real Composer 0.32.1 trainer (slow: builds a venv on first use, ~2 min + ~30 s).
 
 Builds (or reuses) a virtual environment with ``../shared/recipes/composer-venv.sh`` (relative to the repository
-root), installs this checkout into it, and trains a tiny torch model on the CPU for two epochs in a subprocess with
-Composer's ``Profiler`` + ``JSONTraceHandler`` and ``sysprof.SystemProfiler`` (plus a short run with
-``sysprof.Profiler`` as the trainer's profiler). The venv lives in ``$SYSPROF_COMPOSER_VENV`` or
-``<tmpdir>/sysprof-composer-venv``. Skipped only when the recipe does not exist.
+root) through tests/recipe_venv.py (``$SYSPROF_COMPOSER_VENV`` or ``<tmpdir>/sysprof-composer-venv-<key>``; safe
+for two runs at once), and trains a tiny torch model on the CPU for two epochs in a subprocess with Composer's
+``Profiler`` + ``JSONTraceHandler`` and ``sysprof.SystemProfiler`` (plus a short run with ``sysprof.Profiler`` as the
+trainer's profiler). The child runs this session's sysprof (``recipe_venv.sysprof_env``): nothing is installed into
+the venv. Skipped only when the recipe does not exist.
 """
 
-import functools
 import json
-import os
 import pathlib
 import subprocess
-import sys
-import tempfile
 import textwrap
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-RECIPE = REPO.parent / "shared" / "recipes" / "composer-venv.sh"
+import recipe_venv
+
+RECIPE = recipe_venv.RECIPES["composer"]
 INTERVAL = 0.005  # s, sampling interval used in the training run (Composer's handler encodes ~10 us/event)
 TOLERANCE_US = 5_000  # window edges: the recorder observes a few microseconds after the SystemProfiler
 
@@ -132,22 +130,12 @@ TRAIN = textwrap.dedent('''
 ''') % {"interval": INTERVAL}
 
 
-def _venv() -> pathlib.Path:
+def venv() -> pathlib.Path:
+    """The Composer venv (also used by tests/test_lifecycle.py for its torch DataLoader case and by
+    tests/test_ranks_torchrun.py); its children take ``recipe_venv.sysprof_env``."""
     if not RECIPE.exists():
         pytest.skip(f"{RECIPE} not found")
-    venv = pathlib.Path(os.environ.get("SYSPROF_COMPOSER_VENV",
-                                       os.path.join(tempfile.gettempdir(), "sysprof-composer-venv")))
-    subprocess.run(["bash", str(RECIPE), str(venv)], check=True, timeout=1800)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-deps", "--force-reinstall", str(REPO)], check=True, timeout=1800)
-    return venv
-
-
-@functools.lru_cache(maxsize=None)
-def venv() -> pathlib.Path:
-    """The Composer venv with sysprof installed from this checkout, built once per test session (also used by
-    tests/test_lifecycle.py for its torch DataLoader case)."""
-    return _venv()
+    return recipe_venv.build("composer", timeout=1800)
 
 
 def _windows(actions):
@@ -169,7 +157,7 @@ def run(tmp_path_factory):
     script = out / "train.py"
     script.write_text(TRAIN)
     proc = subprocess.run([str(python), str(script), str(out)], capture_output=True, text=True,
-                          timeout=900, cwd=out)
+                          timeout=900, cwd=out, env=recipe_venv.sysprof_env(out))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
     result = json.loads((out / "result.json").read_text())
     return out, result
