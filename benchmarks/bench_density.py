@@ -11,8 +11,8 @@ Every path samples the host set (cpu, per-CPU, memory, disk, net, load) at ``int
   12; its ``cpu`` events (one per sample) give the samples per deadline of each recording window (from the
   window's first ``step`` marker to its last);
 * ``Composer trainer``: Composer's ``Trainer`` + ``Profiler`` + ``JSONTraceHandler`` with ``sysprof.SystemProfiler``
-  (only where ``composer`` imports: ``/tmp/sysprof-composer-venv/bin/python benchmarks/bench_density.py``;
-  ``shared/recipes/composer-venv.sh`` builds it), changes only (the default) and every row
+  (only where ``composer`` imports: ``.venv/bin/python tests/recipe_venv.py composer benchmarks/bench_density.py``
+  runs it in the tests' Composer venv with this sysprof), changes only (the default) and every row
   (``SystemProfiler(changes_only=False)``), whose windows give the density inside the real trainer (the old
   ``composer_density_bench.py``).
 

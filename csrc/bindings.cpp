@@ -381,10 +381,11 @@ PYBIND11_MODULE(_native, m) {
              int64_t ts;
              try {
                ts = without_gil([&s, p] { return s.sample_now(p); });
-             } catch (...) {
+             } catch (const std::exception&) {  // rethrown by without_gil with the GIL back
                Py_DECREF(raw);
                throw;
-             }
+             }  // not catch (...): the forced unwind of a thread ended at exit (retake_gil) has no GIL, and
+                // Py_DECREF without it crashed Python 3.12+ (its allocator needs the thread state): raw leaks
              return py::make_tuple(ts, py::reinterpret_steal<py::object>(raw));
            })
       .def(

@@ -59,6 +59,11 @@ def backing_disk(path):
     return os.path.basename(real).replace("!", "/")
 
 
+#: how long a test waits for a recorder to start, flush or end: a guard against a hang, never an expectation (with
+#: every core busy, a recorder took over 8 s to start)
+HANG_S = 120
+
+
 def wait_for(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,33 +1,24 @@
 """The frameworks venv for tests/test_integrations_lightning.py, test_integrations_transformers.py and
 benchmarks/bench_integrations.py: PyTorch Lightning and Hugging Face transformers over the CPU torch on disk.
 
-Built (or reused) with ``tests/recipes/frameworks-venv.sh`` in ``$SYSPROF_FRAMEWORKS_VENV`` or
-``<tmpdir>/sysprof-frameworks-venv``; skipped only when the recipe is absent. sysprof is not installed into it: the
-child runs the sysprof this test session imported (the installed package, with its extension), put first on its
-``PYTHONPATH`` through a directory holding only a link to it, so nothing is rebuilt and no other package of the
-test venv leaks in.
+Built (or reused) by ``tests/recipes/frameworks-venv.sh`` through tests/recipe_venv.py (``$SYSPROF_FRAMEWORKS_VENV``
+or ``<tmpdir>/sysprof-frameworks-venv-<key>``; safe for two runs at once); skipped only when the recipe is absent.
+sysprof is not installed into it: the child runs the sysprof this test session imported, first on its
+``PYTHONPATH`` (``recipe_venv.sysprof_env``), so nothing is rebuilt and no other package of the test venv leaks in.
 """
 from __future__ import annotations
 
-import functools
 import json
-import os
 import pathlib
 import subprocess
-import tempfile
 
-import sysprof
+import recipe_venv
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-RECIPE = REPO / "tests" / "recipes" / "frameworks-venv.sh"
-VENV_ENV = "SYSPROF_FRAMEWORKS_VENV"
+RECIPE = recipe_venv.RECIPES["frameworks"]
 
 
-@functools.lru_cache(maxsize=None)
 def _venv() -> pathlib.Path:
-    venv = pathlib.Path(os.environ.get(VENV_ENV) or os.path.join(tempfile.gettempdir(), "sysprof-frameworks-venv"))
-    subprocess.run(["bash", str(RECIPE), str(venv)], check=True, timeout=3600)
-    return venv
+    return recipe_venv.build("frameworks", timeout=3600)
 
 
 def venv_python() -> pathlib.Path:
@@ -40,13 +31,8 @@ def venv_python() -> pathlib.Path:
 
 def child_env(workdir: pathlib.Path) -> dict:
     """The environment of a training child: this sysprof first on the path, no hub access, quiet, one thread."""
-    link_dir = workdir / "pythonpath"
-    link_dir.mkdir(exist_ok=True)
-    link = link_dir / "sysprof"
-    if not link.exists():
-        link.symlink_to(pathlib.Path(sysprof.__file__).resolve().parent, target_is_directory=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("SYSPROF_MARKERS", "PYTHONPATH")}
-    env.update(PYTHONPATH=str(link_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+    env = recipe_venv.sysprof_env(workdir)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                HF_HOME=str(workdir / "hf_home"), WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false",
                OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", CUDA_VISIBLE_DEVICES="")
     return env

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from sysprof.trace.chrome import read_trace
 
 from cli_support import (
-    SYSPROF, run_cli, series, event, assert_one_line_error, wait_for,
+    HANG_S, SYSPROF, run_cli, series, event, assert_one_line_error, wait_for,
     trace_has, _start_recorder, _cleanup, _strict_load,
 )
 
@@ -145,7 +146,7 @@ def test_repair_refuses_a_live_recording_and_the_command_does_not_hold_the_lock(
     trace = tmp_path / "t.json"
     proc = _start_recorder(trace, "sleep", "30", stdout=subprocess.DEVNULL)
     try:
-        wait_for(lambda: trace_has(trace, "sysprof", "C"), 10, "the first flush")
+        wait_for(lambda: trace_has(trace, "sysprof", "C"), HANG_S, "the first flush")
         child = event(read_trace(trace), "sysprof start")["args"]["pid"]
         inode = trace.stat().st_ino
         holder = flock_holder(trace)
@@ -224,23 +225,44 @@ def test_repair_and_report_refuse_a_file_that_is_not_regular(tmp_path, command, 
 # QA fixes: output names
 # --------------------------------------------------------------------------------------------------
 
+#: ``sysprof record ARGS`` whose clock reads a fixed second (FROZEN_TIME) for its default output name: however slowly
+#: the recorders start, they all want the same name
+FROZEN_TIME = 1_700_000_000
+FROZEN_NAME_CLOCK = textwrap.dedent(f"""
+    import sys, time
+    strftime = time.strftime
+    time.strftime = lambda fmt, t=None: strftime(fmt, time.localtime({FROZEN_TIME}) if t is None else t)
+    from sysprof.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
 def test_default_output_names_never_collide(tmp_path):
-    # every name of this second and the next few is taken: sysprof must add -1, -2, ... and not overwrite
-    now = time.time()
-    taken = {time.strftime("sysprof-%Y%m%d-%H%M%S.json.gz", time.localtime(now + d)) for d in range(-1, 8)}
-    for name in taken:
-        (tmp_path / name).write_text("precious")
-    procs = [subprocess.Popen(SYSPROF + ["record", "-q", "--", "true"], cwd=tmp_path, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    # three recordings at once in the same second, whose name and its -1 are taken (a file, and a symbolic link to
+    # nowhere): sysprof adds -2, -3, -4, never overwrites a file and never follows the link
+    stem = time.strftime("sysprof-%Y%m%d-%H%M%S", time.localtime(FROZEN_TIME))
+    (tmp_path / f"{stem}.json.gz").write_text("precious")
+    (tmp_path / f"{stem}-1.json.gz").symlink_to(tmp_path / "elsewhere")
+    procs = [subprocess.Popen([sys.executable, "-c", FROZEN_NAME_CLOCK, "record", "-q", "--", "true"], cwd=tmp_path,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
     for p in procs:
-        assert p.wait(timeout=30) == 0, p.stderr.read()
-    names = set(os.listdir(tmp_path))
-    assert all((tmp_path / n).read_text() == "precious" for n in taken)
-    new = names - taken
-    assert len(new) == 3 and all(n.startswith("sysprof-") and n.endswith(".json.gz") for n in new), new
-    assert all(n[:-len(".json.gz")].rsplit("-", 1)[-1] in ("1", "2", "3") for n in new), new
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert (tmp_path / f"{stem}.json.gz").read_text() == "precious" and not (tmp_path / "elsewhere").exists()
+    new = set(os.listdir(tmp_path)) - {f"{stem}.json.gz", f"{stem}-1.json.gz"}
+    assert new == {f"{stem}-{n}.json.gz" for n in (2, 3, 4)}, new
     for n in new:
         event(json.loads(gzip.decompress((tmp_path / n).read_bytes())), "sysprof stop")
+
+
+def test_default_output_name_is_the_local_time_of_the_start(tmp_path):
+    before = int(time.time())
+    assert run_cli("record", "-q", "--", "true", cwd=tmp_path, timeout=120).returncode == 0
+    after = time.time()
+    (name,) = os.listdir(tmp_path)
+    assert name.startswith("sysprof-") and name.endswith(".json.gz"), name
+    named = time.mktime(time.strptime(name[:-len(".json.gz")], "sysprof-%Y%m%d-%H%M%S"))
+    assert before <= named <= after, (name, before, after)
+    event(json.loads(gzip.decompress((tmp_path / name).read_bytes())), "sysprof stop")
 
 
 def test_output_directory_and_stdout_are_refused(tmp_path):

@@ -83,7 +83,7 @@ def test_record_gzip_and_duration_without_command(tmp_path):
     t0 = time.monotonic()
     proc = run_cli("record", "-q", "-o", trace, "--duration", "0.5", "--interval", "10ms")
     assert proc.returncode == 0, proc.stderr
-    assert 0.5 <= time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 >= 0.5  # its end: duration_reached below
     assert trace.read_bytes()[:2] == b"\x1f\x8b"
     events = json.loads(gzip.decompress(trace.read_bytes()))
     stop = event(events, "sysprof stop")
@@ -149,10 +149,8 @@ def test_exit_status_is_the_commands(tmp_path, command, status):
 
 
 def test_duration_ends_the_command_like_timeout(tmp_path):
-    t0 = time.monotonic()
     proc = run_cli("record", "-q", "-o", tmp_path / "t.json", "--duration", "0.4", "--", "sleep", "30")
-    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
-    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr  # ended by the duration, not its 30 s sleep
     assert event(read_trace(tmp_path / "t.json"), "sysprof stop")["args"]["duration_reached"] is True
 
 

@@ -15,7 +15,7 @@ import pytest
 from sysprof.trace.chrome import read_trace
 
 from cli_support import (
-    SYSPROF, run_cli, series, event, wait_for, trace_has,
+    HANG_S, SYSPROF, run_cli, series, event, wait_for, trace_has,
     _default_sigint, _start_recorder, _cleanup, _strict_load,
 )
 
@@ -59,7 +59,7 @@ def test_child_killed_by_forwarded_signal_gives_128_plus_signal(tmp_path, sig):
     trace = tmp_path / "t.json"
     proc = _start_recorder(trace, "sleep", "30", stdout=subprocess.DEVNULL)
     try:
-        wait_for(lambda: trace_has(trace, "sysprof start", "i"), 10, "the recording to start")
+        wait_for(lambda: trace_has(trace, "sysprof start", "i"), HANG_S, "the recording to start")
         proc.send_signal(sig)
         proc.wait(timeout=20)
     finally:
@@ -73,12 +73,10 @@ def test_sigint_stops_a_recording_without_command(tmp_path):
     proc = subprocess.Popen(SYSPROF + ["record", "-q", "-o", str(trace), "--duration", "60"],
                             stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
     try:
-        wait_for(lambda: trace_has(trace, "sysprof start", "i"), 10, "the recording to start")
+        wait_for(lambda: trace_has(trace, "sysprof start", "i"), HANG_S, "the recording to start")
         time.sleep(0.2)
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        assert time.monotonic() - t0 < 2
+        proc.wait(timeout=HANG_S)  # the stop event tells that SIGINT ended it, not the 60 s duration
     finally:
         _cleanup(proc)
     assert proc.returncode == 0, proc.stderr.read()
@@ -92,7 +90,7 @@ def test_killed_recorder_leaves_readable_trace_that_repair_closes(tmp_path, name
     proc = _start_recorder(trace, "sleep", "30", stdout=subprocess.DEVNULL)
     try:
         # the stats counter is written at each flush (at least every second)
-        wait_for(lambda: trace_has(trace, "sysprof", "C"), 10, "the first flush")
+        wait_for(lambda: trace_has(trace, "sysprof", "C"), HANG_S, "the first flush")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -155,10 +153,10 @@ def test_duration_kills_a_command_that_ignores_sigterm(tmp_path):
     trace = tmp_path / "t.json"
     t0 = time.monotonic()
     proc = run_cli("record", "-q", "-o", trace, "--duration", "0.3", "--kill-after", "0.5", "--",
-                   sys.executable, "-c", STUBBORN_CHILD, "SIGTERM", timeout=30)
+                   sys.executable, "-c", STUBBORN_CHILD, "SIGTERM", timeout=HANG_S)
     elapsed = time.monotonic() - t0
-    assert proc.returncode == 128 + signal.SIGKILL, proc.stderr
-    assert 0.8 <= elapsed < 10
+    assert proc.returncode == 128 + signal.SIGKILL, proc.stderr  # killed, not its 30 s sleep ended
+    assert elapsed >= 0.8
     stop = event(read_trace(trace), "sysprof stop")["args"]
     assert stop["returncode"] == -signal.SIGKILL and stop["duration_reached"] is True
     assert stop["signals_sent"] == ["SIGTERM", "SIGKILL"]

@@ -201,12 +201,15 @@ def test_record_trace_merges_with_composer_layout(tmp_path, rank):
 
 
 def _composer_python():
-    """The Composer venv's python (tests/test_composer_integration.py's venv), or None where it has no Composer."""
+    """The Composer venv's python (tests/test_composer_integration.py's venv, not built here), or None where it has
+    no Composer."""
     import subprocess
-    import tempfile
 
-    venv = os.environ.get("SYSPROF_COMPOSER_VENV") or os.path.join(tempfile.gettempdir(), "sysprof-composer-venv")
-    py = os.path.join(venv, "bin", "python")
+    import recipe_venv
+
+    if not recipe_venv.RECIPES["composer"].exists():
+        return None
+    py = os.path.join(recipe_venv.venv_path("composer"), "bin", "python")
     if not os.access(py, os.X_OK):
         return None
     ok = subprocess.run([py, "-c", "import composer.profiler.json_trace_merger"], capture_output=True, timeout=120)

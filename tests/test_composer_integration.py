@@ -1,27 +1,24 @@
 """Drop-in check inside the real Composer 0.32.1 trainer (slow: builds a venv on first use, ~2 min + ~30 s).
 
 Builds (or reuses) a virtual environment with ``../shared/recipes/composer-venv.sh`` (relative to the repository
-root), installs this checkout into it, and trains a tiny torch model on the CPU for two epochs in a subprocess with
-Composer's ``Profiler`` + ``JSONTraceHandler`` and ``sysprof.SystemProfiler`` (plus a short run with
-``sysprof.Profiler`` as the trainer's profiler). The venv lives in ``$SYSPROF_COMPOSER_VENV`` or
-``<tmpdir>/sysprof-composer-venv``. Skipped only when the recipe does not exist.
+root) through tests/recipe_venv.py (``$SYSPROF_COMPOSER_VENV`` or ``<tmpdir>/sysprof-composer-venv-<key>``; safe
+for two runs at once), and trains a tiny torch model on the CPU for two epochs in a subprocess with Composer's
+``Profiler`` + ``JSONTraceHandler`` and ``sysprof.SystemProfiler`` (plus a short run with ``sysprof.Profiler`` as the
+trainer's profiler). The child runs this session's sysprof (``recipe_venv.sysprof_env``): nothing is installed into
+the venv. Skipped only when the recipe does not exist.
 """
 
-import functools
 import json
-import os
 import pathlib
 import subprocess
-import sys
-import tempfile
 import textwrap
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-RECIPE = REPO.parent / "shared" / "recipes" / "composer-venv.sh"
+import recipe_venv
+
+RECIPE = recipe_venv.RECIPES["composer"]
 INTERVAL = 0.005  # s, sampling interval used in the training run (Composer's handler encodes ~10 us/event)
-TOLERANCE_US = 5_000  # window edges: the recorder observes a few microseconds after the SystemProfiler
 
 pytestmark = pytest.mark.composer
 
@@ -43,13 +40,21 @@ TRAIN = textwrap.dedent('''
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
 
-    class Recorder(Callback):
-        """(time_ns, action) at every event, and psutil's used memory at every batch end."""
+    class Before(Callback):
+        """The time of every event before the SystemProfiler's callback sees it (it comes first)."""
         def __init__(self):
-            self.actions, self.used = [], []
+            self.t = None
+        def run_event(self, event, state, logger):
+            self.t = time.time_ns()
+
+    class Recorder(Callback):
+        """(time_ns before the SystemProfiler, time_ns after it, action) at every event, and psutil's used memory at
+        every batch end. The SystemProfiler observes the action between the two, however long it takes."""
+        def __init__(self, before):
+            self.before, self.actions, self.used = before, [], []
         def run_event(self, event, state, logger):
             if state.profiler is not None:
-                self.actions.append((time.time_ns(), state.profiler.schedule(state).value))
+                self.actions.append((self.before.t, time.time_ns(), state.profiler.schedule(state).value))
             if event.value == "batch_end":
                 self.used.append((time.time_ns(), psutil.virtual_memory().used))
 
@@ -74,13 +79,14 @@ TRAIN = textwrap.dedent('''
     sysp = SystemProfiler(profile_cpu=True, profile_memory=True, profile_disk=True, profile_net=True,
                           stats_thread_interval_seconds=%(interval)r, devices=["*"],  # lo too
                           changes_only=False)  # every sample an event: the density test counts them
-    recorder = Recorder()
+    before = Before()
+    recorder = Recorder(before)
     profiler = Profiler(schedule=cyclic_schedule(skip_first=1, wait=1, warmup=1, active=3, repeat=2),
                         trace_handlers=[JSONTraceHandler(folder=out + "/composer", remote_file_name=None,
                                                          merged_trace_remote_file_name=None, overwrite=True)],
                         sys_prof_cpu=False, **no_torch_prof)
     trainer = Trainer(model=model(), train_dataloader=loader(), max_duration="2ep", device="cpu",
-                      callbacks=[sysp, recorder, Busy()], profiler=profiler, progress_bar=False,
+                      callbacks=[before, sysp, recorder, Busy()], profiler=profiler, progress_bar=False,
                       log_to_console=False, loggers=[])
     trainer.fit()
     sampler = sysp.sampler
@@ -132,33 +138,25 @@ TRAIN = textwrap.dedent('''
 ''') % {"interval": INTERVAL}
 
 
-def _venv() -> pathlib.Path:
+def venv() -> pathlib.Path:
+    """The Composer venv (also used by tests/test_lifecycle.py for its torch DataLoader case and by
+    tests/test_ranks_torchrun.py); its children take ``recipe_venv.sysprof_env``."""
     if not RECIPE.exists():
         pytest.skip(f"{RECIPE} not found")
-    venv = pathlib.Path(os.environ.get("SYSPROF_COMPOSER_VENV",
-                                       os.path.join(tempfile.gettempdir(), "sysprof-composer-venv")))
-    subprocess.run(["bash", str(RECIPE), str(venv)], check=True, timeout=1800)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--no-deps", "--force-reinstall", str(REPO)], check=True, timeout=1800)
-    return venv
-
-
-@functools.lru_cache(maxsize=None)
-def venv() -> pathlib.Path:
-    """The Composer venv with sysprof installed from this checkout, built once per test session (also used by
-    tests/test_lifecycle.py for its torch DataLoader case)."""
-    return _venv()
+    return recipe_venv.build("composer", timeout=1800)
 
 
 def _windows(actions):
-    """Recording windows [start_us, end_us) from the recorder's (time_ns, action) observations."""
+    """Recording windows [start_us, end_us) from the recorder's (before_ns, after_ns, action) observations: from
+    before the SystemProfiler saw a recording action to after it saw the next one (it keeps the rows sampled
+    between its own two observations, which lie inside)."""
     windows = []
-    for (t, a), (t_next, _) in zip(actions, actions[1:] + [(actions[-1][0], None)]):
+    for (t, _, a), (_, t_next, _) in zip(actions, actions[1:] + [(None, actions[-1][1], None)]):
         recording = a in ("warmup", "active", "active_and_save")
-        if recording and windows and windows[-1][1] == t // 1000:
-            windows[-1][1] = t_next // 1000
+        if recording and windows and windows[-1][1] >= t // 1000:
+            windows[-1][1] = -(-t_next // 1000)
         elif recording:
-            windows.append([t // 1000, t_next // 1000])
+            windows.append([t // 1000, -(-t_next // 1000)])
     return windows
 
 
@@ -169,7 +167,7 @@ def run(tmp_path_factory):
     script = out / "train.py"
     script.write_text(TRAIN)
     proc = subprocess.run([str(python), str(script), str(out)], capture_output=True, text=True,
-                          timeout=900, cwd=out)
+                          timeout=900, cwd=out, env=recipe_venv.sysprof_env(out))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:]
     result = json.loads((out / "result.json").read_text())
     return out, result
@@ -240,7 +238,7 @@ def test_samples_inside_windows_and_dense(run):
     assert sst["dropped"] == 0 and sst["buffered"] == 0, sst
     assert st["rows_drained"] == sst["drained"], (st, sst)  # the SystemProfiler saw every row
     for ts in cpu:
-        assert any(lo - TOLERANCE_US <= ts < hi + TOLERANCE_US for lo, hi in windows), ts
+        assert any(lo <= ts < hi for lo, hi in windows), ts
     interval_us = INTERVAL * 1e6
     for lo, hi in windows:
         expected = (hi - lo) / interval_us

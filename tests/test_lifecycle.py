@@ -361,19 +361,21 @@ if __name__ == "__main__":
 
 
 def test_torch_dataloader_workers_with_a_running_sampler():
-    # Where this interpreter has no torch, the Composer integration venv (torch from this machine's disk,
-    # sysprof installed from this checkout) runs it; skipped only where neither exists.
-    try:
-        import torch  # noqa: F401
-        python = sys.executable
-    except ImportError:
-        import test_composer_integration
-        python = str(test_composer_integration.venv() / "bin" / "python")
+    # Where this interpreter has no torch, the Composer integration venv (torch from this machine's disk) runs it
+    # with this session's sysprof; skipped only where neither exists.
     with tempfile.TemporaryDirectory() as tmp:
+        try:
+            import torch  # noqa: F401
+            python, env = sys.executable, None
+        except ImportError:
+            import recipe_venv
+            import test_composer_integration
+            python = str(test_composer_integration.venv() / "bin" / "python")
+            env = recipe_venv.sysprof_env(tmp)
         script = os.path.join(tmp, "loader.py")
         with open(script, "w") as f:
             f.write(DATALOADER)
-        r = subprocess.run([python, script], capture_output=True, text=True, timeout=600, cwd=tmp)
+        r = subprocess.run([python, script], capture_output=True, text=True, timeout=600, cwd=tmp, env=env)
     assert_clean([r])
 
 

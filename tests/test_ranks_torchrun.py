@@ -5,8 +5,8 @@ Each rank trains a tiny model under ``sysprof.profile()`` with cpu, memory and p
 ``sysprof report --ranks`` names rank 1 the straggler with evidence from its own process; only local rank 0's
 trace has host channels (one host sampler for the node); every trace has its rank metadata and a measured clock
 offset whose bound holds the true offset (0: one machine, one clock), and the merged trace is shifted by it.
-The torch venv is ``tests/test_composer_integration.py``'s (``$SYSPROF_COMPOSER_VENV``, built or reused; skipped
-only when the recipe is absent).
+The torch venv is ``tests/test_composer_integration.py``'s (tests/recipe_venv.py: built or reused, this session's
+sysprof on the ranks' ``PYTHONPATH``; skipped only when the recipe is absent).
 """
 import json
 import os
@@ -61,13 +61,15 @@ JOB = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     sys.path.insert(0, os.path.dirname(__file__))
+    import recipe_venv
     import test_composer_integration
 
     python = str(test_composer_integration.venv() / "bin" / "python")
     folder = tmp_path_factory.mktemp("ranks")
     script = folder / "job.py"
     script.write_text(JOB)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    env = {k: v for k, v in recipe_venv.sysprof_env(folder).items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
     r = subprocess.run([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                         str(script), str(folder / "traces")], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

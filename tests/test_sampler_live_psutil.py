@@ -178,12 +178,15 @@ def test_psutil_disk_device_unwraps_and_caps_busy_at_one():
 
 
 def test_psutil_zombie_process_reads_nan_memory_and_threads():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    # the child lives until its stdin closes (not for a fixed time: the first sample must find it alive however
+    # slowly this process runs)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         s = Sampler(backend="psutil", pid=child.pid, **dict(OFF, process=True))
         alive = s.sample()
         assert alive["process/rss_bytes"] > 0 and alive["process/num_threads"] >= 1
-        deadline = time.monotonic() + 10
+        child.stdin.close()
+        deadline = time.monotonic() + 120  # a guard against a hang only
         while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:  # exited, not yet reaped
             assert time.monotonic() < deadline
             time.sleep(0.01)
