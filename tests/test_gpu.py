@@ -411,9 +411,8 @@ def test_shutdown_after_normal_stop(fake):
     s = gpu_sampler("native")
     s.start()
     time.sleep(0.02)
-    t0 = time.monotonic()
     s.stop()
-    assert time.monotonic() - t0 < 0.1
+    assert "abandoned" not in s.errors.get("sampler", "") + s.errors.get("gpu", "")  # joined, not given up on
     s.start()  # restart allowed
     time.sleep(0.02)
     s.stop()
