@@ -297,7 +297,9 @@ def test_process_tree_run_delay_against_the_threads_own_schedstat():
     hog = f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
     kids = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(3)]
     try:
-        s = Sampler(backend="native", pid=os.getpid(), **dict(OFF, process_tree=True))
+        # a tick reads at most interval / 125 us threads' schedstat (round robin): at 0.5 s, 4000, so each sample()
+        # reads every thread of this process (pytest's, earlier tests' helpers) and the three children
+        s = Sampler(interval=0.5, backend="native", pid=os.getpid(), **dict(OFF, process_tree=True))
         if "process_tree" in s.errors:
             pytest.skip(s.errors["process_tree"])
         members = [os.getpid()] + [k.pid for k in kids]
