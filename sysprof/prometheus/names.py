@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..sampling.registry import SOURCES, ChannelSpec, channel_spec
+from ..sampling.registry import SOURCES, TOTAL_KINDS, ChannelSpec, channel_spec
 
 __all__ = ["PREFIX", "LABELS", "INFIX", "Metric", "metric_of", "all_metrics", "Family", "families"]
 
@@ -35,7 +35,7 @@ PREFIX = "sysprof_"
 LABELS: Dict[str, str] = {"dev": "device", "nic": "device", "id": "cpu", "index": "gpu", "slot": "slot"}
 #: placeholders whose channels sit beside a summed channel of the same leaf: the word that keeps them apart
 INFIX: Dict[str, str] = {"id": "core", "slot": "member"}
-COUNTER_KINDS = ("counter", "counter32", "ticks")
+COUNTER_KINDS = TOTAL_KINDS  # a total is a Prometheus counter
 RATIO_UNITS = ("%", "s/s")
 
 

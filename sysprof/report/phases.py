@@ -55,6 +55,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from sysprof.sampling.registry import TOTAL_KINDS
+
 from .model import ReportError, Span, TraceData
 from .units import unit_of
 
@@ -70,7 +72,7 @@ _CORE_PERCENT = ("process/cpu_percent", "process_tree/cpu_percent", "cgroup/cpu_
 _ALL_CPU_PERCENT = ("cpu/percent", "cpu/*_percent")
 #: shares of a GPU's time
 _GPU_TIME_PERCENT = ("gpu/*/utilization_percent", "gpu/*/memory_utilization_percent")
-_TOTAL_KINDS = ("counter", "counter32", "ticks")
+_TOTAL_KINDS = TOTAL_KINDS
 
 
 @dataclass

@@ -30,6 +30,8 @@ __all__ = ["ChannelSpec", "OptionSpec", "SourceSpec", "SOURCES", "DEFAULT_SOURCE
            "source_of", "source_available", "decimals_of"]
 
 KINDS = ("gauge", "counter", "counter32", "ticks", "rate")
+#: the kinds of a cumulative total (its increase over a span is what accrued)
+TOTAL_KINDS = ("counter", "counter32", "ticks")
 
 # Physical ranges: every value is NaN or inside its channel's range. The native range check (csrc/engine/ranges.hpp)
 # takes each channel's from here: csrc/gen/gen_channels.py writes the table at build time.
