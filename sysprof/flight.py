@@ -775,3 +775,30 @@ def _balance(events: list, first_ts, last_ts) -> tuple:
             e.update(ph="E", ts=last_ts, args={"closed": "window end"})
             closing.append(e)
     return opened[::-1], closing
+
+
+class FlightSink:
+    """The flight recorder as a sink of a recording session (:mod:`sysprof.pipeline`): each chunk's events
+    (written with the recorder's time rule) and rows are fed to it; the session's stop closes it (the dumps still
+    pending are written)."""
+
+    name = "flight recorder"
+
+    def __init__(self, recorder: FlightRecorder) -> None:
+        self.recorder = recorder
+
+    def open(self, start) -> None:
+        pass
+
+    def take(self, chunk) -> None:
+        from .trace.events import chrome_events
+
+        if chunk.events:
+            self.recorder.feed_events(chrome_events(chunk.events, self.recorder.ts))
+        self.recorder.feed(chunk.batch)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self, stop: dict) -> None:
+        self.recorder.close()

@@ -20,11 +20,9 @@ happen on the recorder's thread every :data:`DRAIN_PERIOD` s. Nothing here raise
 from __future__ import annotations
 
 import atexit
-import collections
 import logging
 import os
 import pathlib
-import platform
 import sys
 import threading
 import time
@@ -33,7 +31,9 @@ from typing import Any, Dict, Optional, Sequence
 from sysprof import forks
 from sysprof.integrations.phase_log import PhaseLog
 from sysprof.integrations.summaries import SummaryWindow
-from sysprof.sampling.budget import ChangeEvents
+from sysprof.pipeline.session import Producer, Sink
+from sysprof.trace import events
+from sysprof.trace.events import chrome_events
 
 __all__ = ["Recorder", "free_path", "trace_head", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
 
@@ -70,25 +70,56 @@ def free_path(path: "os.PathLike[str] | str") -> pathlib.Path:
 
 
 def trace_head(pid: int, rank: int, framework: str, t_start_ns: int, sampler, channels, ts, units: dict) -> list:
-    """The first events of an in-process recording's trace (and of its flight dumps): the process name, the rank
-    metadata, the start event with the metadata, the ``units`` event; ``ts`` turns ns into the trace's ``ts``."""
-    from sysprof import __version__
-    from sysprof.trace.schema import START_EVENT
+    """The first events of an in-process recording's trace (and of its flight dumps), as Chrome events: the
+    process name, the rank metadata, the start event (:func:`sysprof.trace.events.start_metadata`) and the units;
+    ``ts`` turns ns into the trace's ``ts``."""
+    return chrome_events(_head_events(pid, rank, framework, t_start_ns, sampler, channels, units), ts)
 
-    meta = {"version": __version__, "command_line": " ".join(sys.argv), "framework": framework,
-            "pid": pid, "recorder_pid": pid, "rank": rank, "interval_s": sampler.interval,
-            "intervals_s": dict(getattr(sampler, "intervals", {})), "budget": getattr(sampler, "budget", None),
-            "capacity": getattr(sampler, "capacity", None),
-            "backend": getattr(sampler, "backend", None), "channels": list(channels),
-            "errors": dict(getattr(sampler, "errors", {})), "host": platform.node(), "kernel": platform.release(),
-            "cpu_count": os.cpu_count(), "start_time_ns": t_start_ns,
-            "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None}
-    return [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-             "args": {"name": f"{framework or 'training'} (pid {pid})"}},
-            {"name": "global_rank", "ph": "M", "pid": pid, "tid": 0, "args": {"value": rank}},
-            {"name": "clock_sync_timestamp_us", "ph": "M", "pid": pid, "tid": 0, "args": {"value": t_start_ns // 1000}},
-            {"name": START_EVENT, "ph": "i", "s": "g", "ts": ts(t_start_ns), "pid": pid, "tid": 0, "args": meta},
-            units]
+
+def _head_events(pid: int, rank: int, framework: str, t_start_ns: int, sampler, channels, units: dict) -> list:
+    from sysprof.distributed import rank_info
+
+    ranks = dict(rank_info().as_dict(), rank=rank)
+    meta = events.start_metadata(sampler, channels, t_start_ns, recorder_pid=pid, pid=pid, framework=framework,
+                                 ranks=ranks)
+    return events.head(meta, pid, t_start_ns, units, events.process_name(pid, f"{framework or 'training'} (pid {pid})"))
+
+
+class _Phases(Producer):
+    """The trainer's phases (:class:`PhaseLog`) as duration events on the training thread, at each drain; at the
+    stop the phases still open but tentative ones end then (``args.closed``: :attr:`reason`)."""
+
+    name = "phases"
+
+    def __init__(self, log: PhaseLog, pid: int) -> None:
+        self.log, self.pid, self.reason = log, pid, "end"
+
+    def take(self, batch, stop_ns):
+        spans = self.log.collect() if stop_ns is None else self.log.close(stop_ns, self.reason)
+        out = [events.span(name, start, end, self.pid, tid, args or None, PHASE_CATEGORY)
+               for name, start, end, tid, args in spans]
+        out.sort(key=lambda e: e.t_ns)
+        return out
+
+
+class _Summaries(Sink):
+    """The :class:`SummaryWindow` fed by every drain: the phases first, then the rows; from the session's own
+    thread the window's summaries are left ready for the next log step (:attr:`snapshots`)."""
+
+    name = "summaries"
+
+    def __init__(self, window: SummaryWindow) -> None:
+        self.window = window
+        self.snapshots = True
+
+    def open(self, start) -> None:
+        self.window.bind(start.channels)
+
+    def take(self, chunk) -> None:
+        for e in chunk.events:
+            if e.kind == events.SPAN and e.cat == PHASE_CATEGORY:
+                self.window.add_span(e.name, e.t_ns, e.t_ns + e.dur_ns)
+        self.window.add(chunk.batch, snapshot_ns=chunk.t_ns if self.snapshots else None)
 
 
 class Recorder:
@@ -132,23 +163,19 @@ class Recorder:
         self.flight: Any = None  # the FlightRecorder of a flight recording
         self.sampler: Any = None
         self.writer: Any = None
-        self.builder: Any = None
-        self._rows: Any = None  # the RowTemplate of a Chrome JSON trace (the fast path), else None
-        self._interval_events: Any = None  # the budget's changes as instant events (sampling.budget.ChangeEvents)
-        self._pending: collections.deque = collections.deque()  # (batch, spans) collected, not yet written
-        self.samples = 0
-        self._lock = threading.Lock()  # collecting (drain, phases, window): the recorder's thread or a log step
-        self._write_lock = threading.Lock()  # writing the trace: the recorder's thread or the stop
+        self.session: Any = None  # the pipeline: sampler -> drain -> the trace (or the flight recorder), summaries
+        self._summaries: Optional[_Summaries] = None
         self._stopped = threading.Event()  # stopping or stopped
         self._finished = threading.Event()  # the trace is closed
-        self._thread: Optional[threading.Thread] = None
-        # the phases: the hooks append (one clock read, one append), the recorder's thread pairs them
+        self._stop_lock = threading.Lock()
+        # the phases: the hooks append (one clock read, one append), the session's thread pairs them
         self.phases = PhaseLog()
         self.phase_begin = self.phases.begin
         self.phase_end = self.phases.end
         self.phase_cancel = self.phases.cancel
         self.phase_restart = self.phases.restart
         self.add_span = self.phases.span
+        self._phases = _Phases(self.phases, os.getpid())
         self._pid = os.getpid()
         self._watch: Optional[tuple] = None  # (thread ident, frame id, code) of the trainer's call
         self._failed = False
@@ -157,17 +184,21 @@ class Recorder:
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
-        """A forked child (a DataLoader worker) inherits the parent's recording: it must never write or stop it."""
+        """A forked child (a DataLoader worker) inherits the parent's recording: it must never write or stop it
+        (its session forgets its sampler and sinks: sysprof.pipeline)."""
         self._stopped.set()
-        self.sampler = self.writer = None
-        self._thread = None
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self.sampler = self.writer = self.session = None
+        self._stop_lock = threading.Lock()
+
+    @property
+    def samples(self) -> int:
+        """Sample rows drained so far."""
+        return self.session.rows if self.session is not None else 0
 
     @property
     def running(self) -> bool:
         """Recording (started, not stopping)."""
-        return self._thread is not None and not self._stopped.is_set()
+        return self.session is not None and not self._stopped.is_set()
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         """Wait until a stop has closed the trace (from any thread); False on timeout."""
@@ -175,52 +206,58 @@ class Recorder:
 
     # ---- start ----
     def start(self) -> None:
-        """Make the sampler and the trace, write its head, start sampling and the recorder's thread.
+        """Make the sampler and the trace, write its head, start sampling and the session's drain thread.
 
         Raises:
             ValueError: a bad sampler argument; OSError: the trace cannot be created.
         """
+        from sysprof.pipeline import Session
+        from sysprof.pipeline.producers import standard
         from sysprof.sampling.sampler import Sampler, ring_capacity
-        from sysprof.trace.chrome import ChromeTraceWriter
-        from sysprof.trace.tracks import EventBuilder, RowTemplate
+        from sysprof.trace.sink import TraceSink
 
         flags = {name: True for name in self.sources}
         flags.update(self.options)
         capacity = ring_capacity(self.interval, 8.0, 1024, 1 << 20)  # drained every 0.5 s: 8 s of margin
         sampler = Sampler(interval=self.interval, capacity=capacity, backend=self.backend, intervals=self.intervals,
                           default_intervals=self.defaults, devices=self.devices, budget=self.budget, **flags)
-        if self.flight_options is not None:  # a folder for the dumps, no trace
-            self.path.mkdir(parents=True, exist_ok=True)
-        else:
-            self._open_writer()
-        self.sampler = sampler
         channels = tuple(sampler.channels)
-        self.builder = EventBuilder(channels, system_pid=self._pid, float_ts=self.interval < 1e-3)
-        exact = getattr(self.writer, "timestamp", None)
-        if exact is not None:  # .pftrace keeps every ns
-            self.builder.ts = exact
-        self._interval_events = ChangeEvents(sampler, lambda t_ns: self.builder.ts(t_ns), self._pid)
-        if isinstance(self.writer, ChromeTraceWriter) and not self.builder.float_ts:
-            # rows as text from %-templates: half the drain's time of event dicts + the JSON encoder, same events
-            layout = self.builder.layout
-            self._rows = RowTemplate(layout.series, self._pid, 0, changes_only=True, timed=[g for g, _ in layout.timed])
-        if self.window is not None:
-            self.window.bind(channels)
-        self.t_start_ns = time.time_ns()
-        if self.writer is not None:
-            self.writer.write_many(self._head(channels))
-            self.writer.flush()
-        else:
-            from sysprof.flight import FlightRecorder
+        float_ts = self.interval < 1e-3
+        pid = self._pid
+        sinks: list = []
+        if self.flight_options is not None:  # a folder for the dumps, no trace
+            from sysprof.flight import FlightRecorder, FlightSink
 
+            self.path.mkdir(parents=True, exist_ok=True)
+            t0 = time.time_ns()
+            ts = (lambda t: t / 1000.0) if float_ts else (lambda t: t // 1000)  # FlightRecorder.ts
             self.flight = FlightRecorder(self.path, channels, sampler.interval, self.flight_options,
-                                         head=self._head(channels), float_ts=self.builder.float_ts, pid=self._pid,
+                                         head=trace_head(pid, self.rank, self.framework, t0, sampler, channels, ts,
+                                                         _units(channels, pid)),
+                                         float_ts=float_ts, pid=pid,
                                          stop_args=lambda: {"stats": dict(sampler.stats), "errors": dict(sampler.errors)},
                                          notify=log.warning, suffix=f"-rank{self.rank}")
-        sampler.start()
+            sinks.append(FlightSink(self.flight))
+        else:
+            self._open_writer()
+            sinks.append(TraceSink(self.writer, self._head, system_pid=pid, float_ts=float_ts, fast=True,
+                                   stats=lambda: dict(sampler.stats)))
+        if self.window is not None:
+            self._summaries = _Summaries(self.window)
+            sinks.append(self._summaries)
+        self.sampler = sampler
+        session = Session(sampler, sinks, [self._phases] + standard(sampler, pid), period=DRAIN_PERIOD,
+                          flush_period=FLUSH_PERIOD, on_failure=self._fail, name="sysprof-recorder")
+        session.after_pump(self._check_watch)
+        self.session = session
         self._stopped.clear()
-        self._thread = threading.Thread(target=self._loop, name="sysprof-recorder", daemon=True)
-        self._thread.start()
+        try:
+            session.start()
+        except BaseException:
+            if self.writer is not None:
+                self.writer.close()
+            raise
+        self.t_start_ns = session.t_start_ns
         atexit.register(self._stop_at_exit)
 
     def _open_writer(self) -> None:
@@ -237,9 +274,9 @@ class Recorder:
                 continue
         raise FileExistsError(f"no free trace name next to {self.requested_path}")
 
-    def _head(self, channels) -> list:
-        return trace_head(self._pid, self.rank, self.framework, self.t_start_ns, self.sampler, channels,
-                          self.builder.ts, self.builder.units_event())
+    def _head(self, sink) -> list:
+        return _head_events(self._pid, self.rank, self.framework, self.session.t_start_ns, self.sampler,
+                            self.session.channels, sink.builder.layout.units)
 
     # ---- the training thread ----
     # phase_begin(name, t_ns=None, tentative=False), phase_end(name, t_ns=None, **args), phase_cancel(name),
@@ -252,38 +289,28 @@ class Recorder:
         if self.window is None or not self.running:
             return {}
         ready = self.window.take_ready()
-        if ready is not None:  # the window as of the recorder's latest drain (at most DRAIN_PERIOD ago)
+        if ready is not None:  # the window as of the session's latest drain (at most DRAIN_PERIOD ago)
             return ready
+        sink = self._summaries
+        sink.snapshots = False  # none since the previous log: the samples until now, here
         try:
-            self._collect(snapshot=False)  # none since the previous log: the samples until now, here
-        except Exception as e:  # noqa: BLE001 - the summaries still cover what was drained before
-            self._fail("drain", e)
+            self.session.pump()
+        finally:
+            sink.snapshots = True
         return self.window.take()
 
     def watch(self, frame) -> None:
         """Stop when ``frame`` (the trainer's ``fit``/``train`` call) has left its thread's stack: the backstop for
-        an exception or interrupt that no trainer hook reports. The recorder's thread looks every drain."""
+        an exception or interrupt that no trainer hook reports. The session's thread looks every drain."""
         if frame is not None:
             self._watch = (threading.get_ident(), id(frame), frame.f_code)
 
-    # ---- the recorder's thread ----
-    def _loop(self) -> None:
-        last_flush = time.monotonic()
-        while not self._stopped.wait(DRAIN_PERIOD):
-            try:
-                self._drain()
-                if self.writer is not None and time.monotonic() - last_flush >= FLUSH_PERIOD:
-                    with self._write_lock:
-                        self._write_stats()
-                        self.writer.flush()
-                    last_flush = time.monotonic()
-            except Exception as e:  # noqa: BLE001 - e.g. the disk filled up: what was flushed stays readable
-                self._fail("write", e)
-            if self._watch is not None and not self._watched_alive():
-                if self.flight is not None:  # without the trainer's end hook: an exception or an interrupt
-                    self.flight.trigger("exception", "the training call ended without its end hook")
-                self._stop_here("training call ended")
-                return
+    def _check_watch(self, chunk) -> None:
+        if self._watch is None or chunk.final or self._stopped.is_set() or self._watched_alive():
+            return
+        if self.flight is not None:  # without the trainer's end hook: an exception or an interrupt
+            self.flight.trigger("exception", "the training call ended without its end hook")
+        self._finish("training call ended")
 
     def _watched_alive(self) -> bool:
         ident, frame_id, code = self._watch
@@ -293,88 +320,6 @@ class Recorder:
                 return True
             frame = frame.f_back
         return False
-
-    def _collect(self, snapshot: bool = True, stop: Optional[tuple] = None) -> None:
-        """Drain the sampler, pair the phases, fold both into the summary window (and, from the recorder's thread,
-        leave the window's summaries ready for the next log: ``snapshot``); the rows and spans wait in
-        ``_pending`` for :meth:`_write`. ``stop``: (ns, reason), the last collection (open phases closed)."""
-        with self._lock:
-            sampler = self.sampler
-            if sampler is None:
-                return
-            spans = self.phases.collect() if stop is None else self.phases.close(*stop)
-            batch = sampler.drain()
-            self.samples += len(batch)
-            window = self.window
-            if window is not None:
-                for name, start, end, _, _ in spans:
-                    window.add_span(name, start, end)
-                window.add(batch, snapshot_ns=time.time_ns() if snapshot else None)
-            if len(batch) or spans:
-                self._pending.append((batch, spans))
-            changed = self._interval_events.events() if self._interval_events is not None else []
-            if changed:  # the budget's interval changes, written after the rows (readers sort)
-                self._pending.append((None, changed))
-
-    def _drain(self, stop: Optional[tuple] = None) -> None:
-        """Collect, then write what was collected (the recorder's thread, and the stop)."""
-        self._collect(stop=stop)
-        self._write(last=stop is not None)
-
-    def _write(self, last: bool = False) -> None:
-        with self._write_lock:
-            writer, rows, pending = self.writer, self._rows, self._pending
-            if self.flight is not None:
-                while pending:
-                    batch, spans = pending.popleft()
-                    if batch is None:  # instant events, as they are
-                        self.flight.feed_events(spans)
-                        continue
-                    self.flight.feed_events(self._phase_events(spans))
-                    self.flight.feed(batch)
-                return
-            if writer is None:
-                return
-            while pending:
-                batch, spans = pending.popleft()
-                if batch is None:  # instant events, written as they are
-                    writer.write_many(spans)
-                    continue
-                if rows is None:
-                    writer.write_many(self.builder.events(batch) if len(batch) else [])
-                elif len(batch):
-                    layout = self.builder.layout
-                    rendered = rows.render(batch.timestamps_ns, layout.project(batch.values),
-                                           layout.track_times_ns(batch.timestamps_ns, batch.values))
-                    if rendered:
-                        writer.write_encoded(",\n".join(t for t, _ in rendered), sum(n for _, n in rendered))
-                if spans:  # after the counters: readers sort, the format allows it
-                    writer.write_many(self._phase_events(spans))
-            if last:
-                if rows is None:
-                    writer.write_many(self.builder.finish())
-                else:
-                    for text, count in rows.finish():
-                        writer.write_encoded(text, count)
-
-    def _phase_events(self, spans) -> list:
-        ts, pid, out = self.builder.ts, self._pid, []
-        for name, start, end, tid, args in spans:
-            ev = {"name": name, "cat": PHASE_CATEGORY, "ph": "X", "ts": ts(start), "dur": ts(end) - ts(start),
-                  "pid": pid, "tid": tid}
-            if args:
-                ev["args"] = args
-            out.append(ev)
-        out.sort(key=_ts)
-        return out
-
-    def _write_stats(self) -> None:
-        from sysprof.trace.schema import STATS_COUNTER
-        from sysprof.trace.tracks import counter_event
-
-        st = self.sampler.stats
-        self.writer.write(counter_event(STATS_COUNTER, self.builder.ts(time.time_ns()), self._pid, 0,
-                                        {k: st.get(k) for k in ("taken", "dropped", "missed_deadlines")}))
 
     def _fail(self, what: str, e: BaseException) -> None:
         if not self._failed:
@@ -386,12 +331,6 @@ class Recorder:
     def stop(self, reason: str = "end") -> None:
         """Stop sampling, write the last rows, the phases still open but tentative ones (ended now,
         ``args.closed``: the reason) and the stop event, close the trace. Idempotent; never raises."""
-        thread = self._thread
-        if thread is None or self._stopped.is_set():
-            return
-        self._stopped.set()
-        if thread is not threading.current_thread():
-            thread.join()
         self._finish(reason)
 
     def _stop_at_exit(self) -> None:
@@ -401,47 +340,26 @@ class Recorder:
             self.flight.trigger("exception", f"{type(exc).__name__}: {exc}")
         self.stop("interpreter exit")
 
-    def _stop_here(self, reason: str) -> None:
-        if not self._stopped.is_set():
-            self._stopped.set()
-            self._finish(reason)
-
     def _finish(self, reason: str) -> None:
-        from sysprof.trace.schema import STOP_EVENT
-
+        with self._stop_lock:
+            session = self.session
+            if session is None or self._stopped.is_set():
+                return
+            self._stopped.set()
         self.reason = reason
         self._watch = None
         atexit.unregister(self._stop_at_exit)
-        sampler, writer = self.sampler, self.writer
-        if sampler is None or (writer is None and self.flight is None):
-            self._finished.set()
-            return
+        self._phases.reason = reason
         try:
-            sampler.stop()
-            self._drain(stop=(time.time_ns(), reason))  # phases still open end with the recording
-            if writer is None:  # a flight recording: the pending dumps, with what arrived
-                self.flight.close()
-                return
-            with self._write_lock:
-                self._write_stats()
-                stats = dict(sampler.stats)
-                writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self.builder.ts(time.time_ns()),
-                              "pid": self._pid, "tid": 0,
-                              "args": {"stats": stats, "samples_written": self.samples, "reason": reason,
-                                       "elapsed_s": (time.time_ns() - self.t_start_ns) / 1e9,
-                                       "errors": dict(sampler.errors), "intervals_s": dict(sampler.intervals),
-                                       "interval_changes": self._interval_events.all()}})
+            session.stop({"reason": reason})  # closes the trace (or the flight recorder, its pending dumps)
         except Exception as e:  # noqa: BLE001
             self._fail("stop", e)
         finally:
-            try:
-                if writer is not None:
-                    writer.close()
-            except Exception as e:  # noqa: BLE001
-                self._fail("close", e)
             self.sampler = self.writer = None
             self._finished.set()
 
 
-def _ts(event: dict):
-    return event["ts"]
+def _units(channels, pid) -> dict:
+    from sysprof.trace.tracks import TrackLayout
+
+    return TrackLayout(channels, "sysprof", system_pid=pid).units
