@@ -7,6 +7,7 @@ Any drain loop feeds it through a narrow interface (``sysprof record --flight``,
     rec = FlightRecorder(folder, channels, interval_s, head=..., float_ts=..., pid=...)
     rec.feed(batch)           # sampler rows (Batch: timestamps_ns, values): kept in a preallocated ring
     rec.feed_events(events)   # trace events ("ts" in the trace's µs): markers' B/E/i, phases' X, metadata M
+    rec.feed_spans(spans, cat)  # spans timed in ns ((name, start_ns, end_ns)): X events, ``ts`` made here once
     rec.trigger(kind, reason) # from anywhere, any thread: SIGUSR1, an exception, sysprof.dump()
     rec.close()               # pending dumps written with what arrived, the writer thread joined
 
@@ -52,7 +53,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["FlightOptions", "FlightRecorder", "dump", "TRIGGERS", "DUMP_EVENT", "FLIGHT_EVENT",
            "DEFAULT_STEP_PATTERNS"]
@@ -471,6 +472,20 @@ class FlightRecorder:
             elif ph in ("i", "I") and name == DUMP_EVENT:
                 args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
                 self._admit("dump", str(args.get("reason", "") or "sysprof.dump()"), t_ns)
+        self._prune()
+
+    def feed_spans(self, spans, cat: Optional[str] = None, tid: Any = 0) -> None:
+        """Keep spans the caller timed in ns (``(name, start_ns, end_ns)``) as ``X`` events of this recorder's pid:
+        their ``ts``/``dur`` are made here, the one ns -> µs step, and the steps are timed on the ns themselves
+        (:meth:`feed_events` takes events whose ``ts`` is the trace's µs already)."""
+        if self.closed:
+            return
+        for name, start_ns, end_ns in spans:
+            ev = {"name": name} if cat is None else {"name": name, "cat": cat}
+            ev.update(ph="X", ts=self.ts(start_ns), dur=self.ts(end_ns) - self.ts(start_ns), pid=self.pid, tid=tid)
+            self._keep(start_ns, ev)
+            if end_ns >= start_ns:  # a span the wall clock stepped back across times no step
+                self._step(name, start_ns, end_ns)
         self._prune()
 
     def trigger(self, kind: str, reason: str = "", at_ns: Optional[int] = None) -> None:

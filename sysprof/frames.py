@@ -26,7 +26,7 @@ Every frame has a UTC :class:`pandas.DatetimeIndex` named ``time`` (ns resolutio
   Composer names were mapped back, else ``"chrome"``) and ``renamed`` (trace channel -> sampler channel).
 
 Composer-layout channels are mapped back to the sampler's names and units where
-:mod:`sysprof.trace.composer_map` has an exact inverse (``memory/virtual/used_gb`` -> ``memory/used_bytes``,
+:mod:`sysprof.trace.composer` has an exact inverse (``memory/virtual/used_gb`` -> ``memory/used_bytes``,
 multiplied by 1e9; ``disk/<dev>/busy_time`` ms -> ``disk/<dev>/busy_time_seconds``; ``network/<nic>/kb_sent`` ->
 ``net/<nic>/bytes_sent``; ``cpu/cpu_percent`` -> ``cpu/percent``; ...); those without one (``memory/cuda/*``, a
 foreign trace's counters) keep their names and the trace's units. ``sysprof record`` traces are never renamed.
@@ -226,7 +226,7 @@ class TraceFrame:
     def __init__(self, data, events=None, changes: bool = False) -> None:
         from .report.model import ReportError
         from .report.units import unit_of
-        from .trace.composer_map import sampler_channels
+        from .trace.composer import sampler_channels
 
         if not data.series:
             raise ReportError("no counter events (is it a sysprof trace?)")

@@ -17,7 +17,7 @@ import pytest
 
 import sysprof
 from sysprof.report import ReportError, TraceData
-from sysprof.trace.composer_map import sampler_channel, sampler_channels
+from sysprof.trace.composer import sampler_channel, sampler_channels
 from sysprof.trace.load import load_events, trace_format
 from sysprof.trace.tracks import EventRenderer, TrackLayout
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sysprof.report import ReportError, TraceData
-from sysprof.trace.composer_map import sampler_channel as _inverse, sampler_channels
+from sysprof.trace.composer import sampler_channel as _inverse, sampler_channels
 from sysprof.report.phases import amount_rule, by_phase, no_match_message, phases_frame, phases_json, whole_trace
 from sysprof.trace.schema import samples_event
 

@@ -7,7 +7,7 @@ that markers record by default (WARMUP, ACTIVE, ACTIVE_AND_SAVE) are emitted.
 
 Trace names, categories and argument keys are Composer's (fixed: GB = 1e9 bytes, kB = 1e3 bytes, the disk key is
 the field name): the ``"composer"`` :class:`~sysprof.trace.tracks.TrackLayout` over the data in
-:mod:`sysprof.profiler.composer_names` (:data:`COUNTER_RULES`, :data:`CUDA_MEMORY_KEYS`).
+:mod:`sysprof.trace.composer` (:data:`COUNTER_RULES`, :data:`CUDA_MEMORY_KEYS`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from sysprof import distributed, forks
 from sysprof.profiler.callback import Callback, event_name
 from sysprof.sampling.registry import SOURCES, source_available
-from sysprof.profiler.composer_names import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
+from sysprof.trace.composer import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
 from sysprof.profiler.system_instants import SystemInstants
 from sysprof.sampling.budget import check_budget
@@ -490,13 +490,8 @@ class SystemProfiler(Callback):
                 samples.saved(_now_ns())
 
     def _feed_flight(self, batch: Any) -> None:
-        flight, spans, pid = self._flight, self._flight_spans, self._flight.pid
-        events = []
-        while spans:
-            start, end = spans.popleft()
-            events.append({"name": "event/batch", "cat": "event", "ph": "X", "ts": flight.ts(start),
-                           "dur": flight.ts(end) - flight.ts(start), "pid": pid, "tid": 0})
-        flight.feed_events(events)
+        flight, spans = self._flight, self._flight_spans
+        flight.feed_spans([("event/batch", *spans.popleft()) for _ in range(len(spans))], "event")
         flight.feed(batch)
 
     def _handlers(self) -> list:

@@ -13,22 +13,26 @@ Rules (:func:`metric_of`, applied to each registry pattern; nothing else names a
   gauges (a rate is sysprof's own per-interval rate, kept for its window maximum; ``rate()`` of the counter is
   the Prometheus way to the mean rate). A gauge never ends in ``_total`` (``load/procs_total``, every scheduling
   entity, is ``sysprof_load_procs``), nor in ``_count``, ``_sum`` or ``_bucket`` (none does).
-* Units are Prometheus base units. Percents become ratios (``_percent`` -> ``_ratio``, value / 100; a bare
+* Units are Prometheus base units, by the registry's unit of the channel (:data:`BASE_UNITS`, the one place a
+  value is converted for Prometheus). Percents become ratios (``_percent`` -> ``_ratio``, value / 100; a bare
   ``percent`` is a busy share: ``_busy_ratio``), as the Prometheus naming guide's base-unit table and
   node_exporter do (no exporter of the Prometheus project exports percents; ``rate(node_cpu_seconds_total)`` is a
-  0-1 ratio too, so sysprof's values compare and divide with theirs); a share of wall time (``s/s``,
-  ``..._seconds_per_second``) is a ratio already (``_ratio``); ``_hz`` -> ``_hertz``.
+  0-1 ratio too, so sysprof's values compare and divide with theirs). The division is the one conversion on that
+  path, not half a round trip: the sampler's channels are percents by design (their names say so, every trace and
+  Composer's names carry them as they are), so a percent is computed once, as a percent, and only the Prometheus
+  sink takes it to its base unit. A share of wall time (``s/s``, ``..._seconds_per_second``) is a ratio already
+  (``_ratio``, divisor 1); ``_hz`` -> ``_hertz``.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..sampling.registry import SOURCES, TOTAL_KINDS, ChannelSpec, channel_spec
 
-__all__ = ["PREFIX", "LABELS", "INFIX", "Metric", "metric_of", "all_metrics", "Family", "families"]
+__all__ = ["PREFIX", "LABELS", "INFIX", "BASE_UNITS", "RATIO_UNITS", "Metric", "metric_of", "all_metrics", "Family", "families"]
 
 PREFIX = "sysprof_"
 #: per-device placeholder -> Prometheus label
@@ -36,13 +40,21 @@ LABELS: Dict[str, str] = {"dev": "device", "nic": "device", "id": "cpu", "index"
 #: placeholders whose channels sit beside a summed channel of the same leaf: the word that keeps them apart
 INFIX: Dict[str, str] = {"id": "core", "slot": "member"}
 COUNTER_KINDS = TOTAL_KINDS  # a total is a Prometheus counter
+#: registry unit -> (the leaf's Prometheus spelling, divisor from the sampler's value to Prometheus' base unit)
+BASE_UNITS: Dict[str, Tuple[Callable[[str], str], float]] = {
+    "%": (lambda leaf: "busy_ratio" if leaf == "percent" else re.sub(r"percent$", "ratio", leaf), 100.0),
+    "s/s": (lambda leaf: re.sub(r"(_time)?_seconds_per_second$", r"\1_ratio", leaf), 1.0),
+    "Hz": (lambda leaf: re.sub(r"_hz$", "_hertz", leaf), 1.0),
+}
+#: registry units whose Prometheus base unit is a 0-1 ratio (a :attr:`Metric.ratio` family)
 RATIO_UNITS = ("%", "s/s")
 
 
 @dataclass(frozen=True)
 class Metric:
     """A Prometheus family of one registry pattern. ``name`` is the family's (a counter's without ``_total``:
-    prometheus_client adds it); ``label`` the per-device label or None; values are divided by ``divisor`` (100 for a percent)."""
+    prometheus_client adds it); ``label`` the per-device label or None; values are divided by ``divisor`` (100 for a percent: :data:`BASE_UNITS`);
+    ``unit`` is the registry's."""
 
     pattern: str
     name: str
@@ -50,10 +62,12 @@ class Metric:
     label: Optional[str]
     divisor: float
     help: str
+    unit: Optional[str] = None
 
     @property
     def ratio(self) -> bool:
-        return self.name.endswith("_ratio")
+        """A 0-1 ratio in Prometheus (the registry's unit is a percent or a share of wall time)."""
+        return self.unit in RATIO_UNITS
 
     @property
     def exposed(self) -> str:
@@ -62,13 +76,9 @@ class Metric:
 
 
 def _leaf(leaf: str, spec: ChannelSpec) -> Tuple[str, float]:
-    if spec.unit == "%":
-        return ("busy_ratio" if leaf == "percent" else re.sub(r"percent$", "ratio", leaf)), 100.0
-    if spec.unit == "s/s":
-        return re.sub(r"(_time)?_seconds_per_second$", r"\1_ratio", leaf), 1.0
-    if spec.unit == "Hz":
-        return re.sub(r"_hz$", "_hertz", leaf), 1.0
-    return leaf, 1.0
+    """The last name part in Prometheus' base unit and the divisor that takes the sampler's value there."""
+    spell, divisor = BASE_UNITS.get(spec.unit, (None, 1.0))
+    return (leaf if spell is None else spell(leaf)), divisor
 
 
 @lru_cache(maxsize=None)
@@ -88,9 +98,10 @@ def metric_of(spec: ChannelSpec) -> Metric:
     counter = spec.kind in COUNTER_KINDS
     if name.endswith("_total"):  # a counter's is added back by prometheus_client; a gauge's would mislead
         name = name[: -len("_total")]
-    help_text = spec.help + (" (ratio: percent / 100)" if spec.unit == "%" else "")
-    return Metric(spec.pattern, name, "counter" if counter else "gauge", label, _leaf(parts[-1], spec)[1],
-                  f"{help_text}; from {spec.field}")
+    divisor = _leaf(parts[-1], spec)[1]
+    help_text = spec.help + (f" (ratio: percent / {divisor:g})" if spec.unit == "%" else "")
+    return Metric(spec.pattern, name, "counter" if counter else "gauge", label, divisor,
+                  f"{help_text}; from {spec.field}", spec.unit)
 
 
 def all_metrics() -> List[Metric]:

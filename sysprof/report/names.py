@@ -2,7 +2,7 @@
 ``JSONTraceHandler``: ``memory/virtual/used_gb``, ``disk/sda/read_time`` in ms, ``network/eth0/kb_recv``) mapped
 back to the sampler's channels (``memory/used_bytes``, ``disk/sda/read_time_seconds``, ``net/eth0/bytes_recv``)
 with the values unscaled to the sampler's units, through the one inverse of
-Composer's names, :mod:`sysprof.trace.composer_map` (which inverts :mod:`sysprof.profiler.composer_names`).
+Composer's names, :mod:`sysprof.trace.composer` (the forward table's templates filled the other way).
 
 Only traces without ``sysprof record``'s metadata are mapped (a recorded trace is named by the sampler already).
 A trace channel no rule gives (Composer's ``memory/cuda/*`` allocator statistics, another program's counters) keeps
@@ -11,7 +11,7 @@ its name and values; channels of sources Composer never had are written under sy
 from __future__ import annotations
 
 from ..trace.columns import HeldSeries
-from ..trace.composer_map import sampler_channels
+from ..trace.composer import sampler_channels
 from .model import TraceData
 
 __all__ = ["sampler_series"]

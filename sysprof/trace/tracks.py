@@ -6,7 +6,7 @@ each) with their args keys, source columns, scale, units, category and pid, unde
 * ``"sysprof"`` (``sysprof record``): a track per :func:`~sysprof.trace.schema.split_channel` group, values as
   sampled, units from the registry, ``pid`` the recorder's (the followed process's for ``process/*``).
 * ``"composer"`` (``SystemProfiler`` and ``JSONTraceHandler``): Composer's names, keys and scales, read from the
-  data in :mod:`sysprof.profiler.composer_names`; ``pid``/``tid`` are the writer's (global rank, OS pid).
+  data in :mod:`sysprof.trace.composer`; ``pid``/``tid`` are the writer's (global rank, OS pid).
 
 Renderers over a layout:
 
@@ -30,11 +30,11 @@ gives the times, every renderer takes them. Every row (not changes only), such a
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
 from .chrome import counter_args, encode_event
+from .composer import COUNTER_RULES, NAMED_SOURCES, counter_of
 from .schema import READING_TIME_KEY, join_channel, reading_times_ns, split_channel, units_event
 
 __all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "Quantiser", "counter_event",
@@ -85,16 +85,8 @@ class Track:
             self.time_column = {p: c for c, p in clocks.items()}.get(prefixes.pop())
 
 
-@lru_cache(maxsize=1)
-def _composer_rules():
-    from sysprof.profiler.composer_names import COUNTER_RULES
-
-    return tuple((re.compile(r[0]),) + tuple(r[1:]) for r in COUNTER_RULES)
-
-
 def _unnamed_source(channel: str):
     """The registry source of a channel that Composer's layout has no names for (not in ``NAMED_SOURCES``)."""
-    from sysprof.profiler.composer_names import NAMED_SOURCES
     from sysprof.sampling.registry import source_of
 
     source = source_of(channel)
@@ -134,23 +126,20 @@ def _followed_prefixes() -> tuple:
 def _composer_tracks(channels, rates: bool) -> list:
     groups: dict = {}  # name -> (category, [(rule index, key, column, multiplier, divisor, unit)])
     for col, channel in enumerate(channels):
-        for rule, (regex, name_fmt, key_fmt, mul, div, category, needs_rates, unit) in enumerate(_composer_rules()):
-            m = regex.fullmatch(channel)
-            if m is None:
+        hit = counter_of(channel)
+        if hit is not None:
+            index, rule, name, key = hit
+            if rule.rates and not rates:
                 continue
-            if needs_rates and not rates:
-                break
-            fields = m.groupdict()
-            entry = groups.setdefault(name_fmt.format(**fields), (category, []))
-            entry[1].append((rule, key_fmt.format(**fields), col, float(mul), float(div),
-                             _unit_of(channel) if unit is None else unit))
-            break
-        else:
-            source = _unnamed_source(channel)
-            if source is not None and (rates or not channel.endswith("_per_second")):
-                group, key = split_channel(channel)  # a source Composer never had: sysprof's name, unscaled
-                entry = groups.setdefault(group, (source, []))
-                entry[1].append((len(_composer_rules()), key, col, 1.0, 1.0, _unit_of(channel)))
+            entry = groups.setdefault(name, (rule.category, []))
+            entry[1].append((index, key, col, float(rule.mul), float(rule.div),
+                             _unit_of(channel) if rule.unit is None else rule.unit))
+            continue
+        source = _unnamed_source(channel)
+        if source is not None and (rates or not channel.endswith("_per_second")):
+            group, key = split_channel(channel)  # a source Composer never had: sysprof's name, unscaled
+            entry = groups.setdefault(group, (source, []))
+            entry[1].append((len(COUNTER_RULES), key, col, 1.0, 1.0, _unit_of(channel)))
     tracks = []
     for name, (category, members) in groups.items():
         members.sort(key=lambda m: m[0])  # keys in rule order (e.g. used_gb before available_gb)
@@ -209,10 +198,14 @@ class TrackLayout:
         scaled = any(t.scale is not None for t in self.tracks)
         self._columns = np.asarray(self.columns, dtype=np.intp)
         self._identity = not scaled and self.columns == list(range(len(self.channels)))
-        self._mul = self._div = None
+        self._mul = self._div = self._rounded = None
         if scaled:
             self._mul = np.array([s[0] for t in self.tracks for s in (t.scale or [(1.0, 1.0)] * len(t.keys))])
             self._div = np.array([s[1] for t in self.tracks for s in (t.scale or [(1.0, 1.0)] * len(t.keys))])
+            rounded = [(k, hit[1].decimals) for k, c in enumerate(self.columns) if preset == "composer"
+                       for hit in (counter_of(self.channels[c]),) if hit is not None and hit[1].decimals is not None]
+            if rounded:  # scaled values rounded as their rule says (Composer's ms of the sampler's seconds)
+                self._rounded = (np.asarray([k for k, _ in rounded], dtype=np.intp), Quantiser([d for _, d in rounded]))
         self.units = {join_channel(t.name, k): u for t in self.tracks for k, u in zip(t.keys, t.units)
                       if u is not None}
 
@@ -229,6 +222,9 @@ class TrackLayout:
         out = values[:, self._columns]
         if self._mul is not None:
             out = out * self._mul / self._div
+        if self._rounded is not None:
+            cols, quantise = self._rounded
+            out[:, cols] = quantise(out[:, cols])
         return out
 
     def units_event(self, pid: Any) -> dict:
