@@ -446,33 +446,47 @@ class FlightRecorder:
             if not isinstance(ev, dict):
                 continue
             ph = ev.get("ph")
-            if ph == "M":
-                key = (ev.get("name"), ev.get("pid"), ev.get("tid"))
-                if key in self._meta or len(self._meta) < MAX_META:
-                    self._meta[key] = ev
-                continue
-            t_ns = _event_ns(ev)
+            t_ns = _event_ns(ev) if ph != "M" else 0
             if t_ns is None:
                 continue
-            self._keep(t_ns, ev)
-            name = ev.get("name")
-            if ph == "B":
-                stack = self._open.setdefault((ev.get("pid"), ev.get("tid")), [])
-                if len(stack) < MAX_DEPTH and len(self._open) < 4096:
-                    stack.append((name, t_ns))
-            elif ph == "E":
-                stack = self._open.get((ev.get("pid"), ev.get("tid")))
-                if stack:
-                    begun, start = stack.pop()
-                    self._step(begun, start, t_ns)
-            elif ph == "X":
-                dur = ev.get("dur")
-                if isinstance(dur, (int, float)) and dur >= 0:
-                    self._step(name, t_ns, t_ns + int(round(dur * 1000)))
-            elif ph in ("i", "I") and name == DUMP_EVENT:
-                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-                self._admit("dump", str(args.get("reason", "") or "sysprof.dump()"), t_ns)
+            dur = ev.get("dur")
+            self._event(ev, ph, t_ns, int(round(dur * 1000)) if isinstance(dur, (int, float)) else None)
         self._prune()
+
+    def feed_typed(self, events) -> None:
+        """Keep a session's typed events (:class:`sysprof.trace.events.Event`, wall ns): written with this
+        recorder's time rule, the steps timed on their ns."""
+        if self.closed:
+            return
+        from .trace.events import PHASE, SPAN, to_chrome
+
+        for e in events:
+            self._event(to_chrome(e, self.ts), PHASE[e.kind], e.t_ns, e.dur_ns if e.kind == SPAN else None)
+        self._prune()
+
+    def _event(self, ev: dict, ph, t_ns: int, dur_ns) -> None:
+        if ph == "M":
+            key = (ev.get("name"), ev.get("pid"), ev.get("tid"))
+            if key in self._meta or len(self._meta) < MAX_META:
+                self._meta[key] = ev
+            return
+        self._keep(t_ns, ev)
+        name = ev.get("name")
+        if ph == "B":
+            stack = self._open.setdefault((ev.get("pid"), ev.get("tid")), [])
+            if len(stack) < MAX_DEPTH and len(self._open) < 4096:
+                stack.append((name, t_ns))
+        elif ph == "E":
+            stack = self._open.get((ev.get("pid"), ev.get("tid")))
+            if stack:
+                begun, start = stack.pop()
+                self._step(begun, start, t_ns)
+        elif ph == "X":
+            if dur_ns is not None and dur_ns >= 0:
+                self._step(name, t_ns, t_ns + dur_ns)
+        elif ph in ("i", "I") and name == DUMP_EVENT:
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            self._admit("dump", str(args.get("reason", "") or "sysprof.dump()"), t_ns)
 
     def feed_spans(self, spans, cat: Optional[str] = None, tid: Any = 0) -> None:
         """Keep spans the caller timed in ns (``(name, start_ns, end_ns)``) as ``X`` events of this recorder's pid:
@@ -806,10 +820,8 @@ class FlightSink:
         pass
 
     def take(self, chunk) -> None:
-        from .trace.events import chrome_events
-
         if chunk.events:
-            self.recorder.feed_events(chrome_events(chunk.events, self.recorder.ts))
+            self.recorder.feed_typed(chunk.events)
         self.recorder.feed(chunk.batch)
 
     def flush(self) -> None:
