@@ -16,7 +16,7 @@ import platform
 import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from .schema import START_EVENT, STOP_EVENT, units_event
+from .schema import SAMPLES_EVENT, START_EVENT, STOP_EVENT, UNITS_EVENT
 
 __all__ = ["Event", "SPAN", "BEGIN", "END", "INSTANT", "COUNTER", "METADATA", "to_chrome", "chrome_events",
            "metadata", "instant", "span", "begin", "end", "counter", "process_name", "thread_name",
@@ -161,8 +161,31 @@ def head(meta: dict, system_pid: int, t_start_ns: int, units: dict, names: Seque
 
 
 def _units(units: dict, pid: Any) -> Event:
-    ev = units_event(units, pid)
-    return metadata(ev["name"], pid, ev["args"], ev.get("tid", 0))
+    return metadata(UNITS_EVENT, pid, {"units": dict(units)})
+
+
+# ---- Chrome events built directly (the hot paths: a counter per track and row; a drain's sample times) ----
+def counter_event(name: str, ts: Any, pid: Any, tid: Any, args: dict, cat: Optional[str] = None) -> dict:
+    """A Chrome counter event: ``{"name", ["cat",] "ph": "C", "ts", "pid", "tid", "args"}`` (``cat`` only when
+    given: Composer's layout has it, sysprof's has not)."""
+    if cat is None:
+        return {"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
+    return {"name": name, "cat": cat, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
+
+
+def units_event(units: dict, pid: Any) -> dict:
+    """The Chrome metadata event declaring ``units`` (channel name -> unit symbol, e.g. ``"B/s"``)."""
+    return to_chrome(_units(units, pid), int)
+
+
+def samples_event(times_ns, pid: int, ts, unit_ns: int) -> dict:
+    """The ``sysprof samples`` metadata event of sample times ``times_ns`` (ascending ints), in steps of
+    ``unit_ns`` (1000: whole µs, each ``t // 1000`` as the counter events' ``ts``; 1: ns); ``ts`` is the first's
+    ``ts`` (a metadata event with a time: readers place it)."""
+    t = [int(x) // unit_ns for x in times_ns]
+    key = "us" if unit_ns == 1000 else "ns"
+    return {"name": SAMPLES_EVENT, "ph": PHASE[METADATA], "pid": pid, "tid": 0, "ts": ts,
+            "args": {f"t0_{key}": t[0], f"dt_{key}": [b - a for a, b in zip(t, t[1:])]}}
 
 
 def stop(t_ns: int, system_pid: int, args: dict) -> Event:

@@ -106,7 +106,9 @@ class XidInstants:
 def instant_event(name: str, ts, pid, args: dict, tid=0) -> dict:
     """A global instant event carrying ``args`` (XIDs, the start's GPU refresh periods), as every trace of sysprof
     writes it."""
-    return {"name": name, "ph": "i", "s": "g", "ts": ts, "pid": pid, "tid": tid, "args": args}
+    from .events import INSTANT, PHASE
+
+    return {"name": name, "ph": PHASE[INSTANT], "s": "g", "ts": ts, "pid": pid, "tid": tid, "args": args}
 
 
 def _carry_forward(a):

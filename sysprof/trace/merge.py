@@ -7,6 +7,7 @@ import os
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Union
 
 from .chrome import ChromeTraceWriter, read_trace
+from .events import metadata, to_chrome
 
 __all__ = ["merge_traces", "TraceMerger", "RankClock", "rank_clock", "clock_shifts"]
 
@@ -115,8 +116,7 @@ class TraceMerger:
                 key = (rank, str(tid))
                 if key not in self._seen_threads:
                     self._seen_threads.add(key)
-                    write({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": tid,
-                           "args": {"sort_index": 99999}})
+                    write(to_chrome(metadata("thread_sort_index", rank, {"sort_index": 99999}, tid), int))
                 write(event)
 
 

@@ -15,12 +15,10 @@ SAMPLES_EVENT = "sysprof samples"
 
 
 def samples_event(times_ns, pid: int, ts, unit_ns: int) -> dict:
-    """The :data:`SAMPLES_EVENT` of sample times ``times_ns`` (ascending ints), in steps of ``unit_ns`` (1000:
-    whole µs, each ``t // 1000`` as the counter events' ``ts``; 1: ns); ``ts`` is the first's ``ts``."""
-    t = [int(x) // unit_ns for x in times_ns]
-    key = "us" if unit_ns == 1000 else "ns"
-    return {"name": SAMPLES_EVENT, "ph": "M", "pid": pid, "tid": 0, "ts": ts,
-            "args": {f"t0_{key}": t[0], f"dt_{key}": [b - a for a, b in zip(t, t[1:])]}}
+    """The :data:`SAMPLES_EVENT` (:func:`sysprof.trace.events.samples_event`, where events are spelled)."""
+    from .events import samples_event
+
+    return samples_event(times_ns, pid, ts, unit_ns)
 
 
 def sample_times_ns(args):
@@ -125,5 +123,7 @@ UNITS_EVENT = "sysprof units"
 
 
 def units_event(units: dict, pid: int) -> dict:
-    """The metadata event declaring ``units`` (channel name -> unit symbol, e.g. ``"B/s"``)."""
-    return {"name": UNITS_EVENT, "ph": "M", "pid": pid, "tid": 0, "args": {"units": dict(units)}}
+    """The metadata event declaring ``units`` (:func:`sysprof.trace.events.units_event`)."""
+    from .events import units_event
+
+    return units_event(units, pid)

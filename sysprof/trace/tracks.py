@@ -35,20 +35,13 @@ from typing import Any, Optional, Sequence
 
 from .chrome import counter_args, encode_event
 from .composer import COUNTER_RULES, NAMED_SOURCES, counter_of
+from .events import counter_event
 from .schema import READING_TIME_KEY, join_channel, reading_times_ns, split_channel, units_event
 
 __all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "Quantiser", "counter_event",
            "numbers"]
 
 PRESETS = ("sysprof", "composer")
-
-
-def counter_event(name: str, ts: Any, pid: Any, tid: Any, args: dict, cat: Optional[str] = None) -> dict:
-    """A counter event: ``{"name", ["cat",] "ph": "C", "ts", "pid", "tid", "args"}`` (``cat`` only when given:
-    Composer's layout has it, sysprof's has not)."""
-    if cat is None:
-        return {"name": name, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
-    return {"name": name, "cat": cat, "ph": "C", "ts": ts, "pid": pid, "tid": tid, "args": args}
 
 
 class Track:
