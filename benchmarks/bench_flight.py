@@ -9,8 +9,10 @@ recording, the drain thread's extra CPU, and the cost of one dump.
    by making a 30 s recorder at 1 ms (the ring is written at construction: its pages are resident), against that.
 2. feed: in this process, a Sampler with the default set at 1 ms drained every 0.2 s (as ``record``); per drain the
    thread CPU of ``FlightRecorder.feed`` with 20 marker step spans (``feed_events``), interleaved with what the
-   same batch costs a full trace (``EventBuilder.events`` and the JSON encoding), so the ratio is of one run; then
-   one dump of the full window, timed on its writer thread.
+   same batch costs a full trace (``EventBuilder.events`` and the JSON encoding) and a second recorder that also
+   writes the decimated trace (``trace_every_s``, ``--flight-trace``: 100 ms by default), so the ratios are of one
+   run; the decimated trace's bytes per second of run (gzipped, on disk); then one dump of the full window, timed on
+   its writer thread.
 3. long: ``sysprof record --flight WINDOW -i 1ms`` of a program marking a step every 10 ms and calling
    ``sysprof.dump()`` every 20 s (``--flight-gap 20s``): the recorder's RSS every second (VmRSS), its CPU per
    second, the dumps (removed as they appear, so the disk does not fill). Flat: the RSS slope after the window
@@ -76,8 +78,9 @@ def bench_memory(window: float = 30.0) -> dict:
     return out
 
 
-def bench_feed(seconds: float, window: float, steps_per_drain: int = 20) -> dict:
-    """The flight feed against a full trace's rendering of the same batches, per drain (thread CPU)."""
+def bench_feed(seconds: float, window: float, steps_per_drain: int = 20, trace_every: float = 0.1) -> dict:
+    """The flight feed against a full trace's rendering of the same batches and against the feed of a recorder that
+    also writes the decimated trace, per drain (thread CPU)."""
     import sysprof
     from sysprof.flight import FlightOptions, FlightRecorder
     from sysprof.trace.chrome import encode_event
@@ -89,8 +92,11 @@ def bench_feed(seconds: float, window: float, steps_per_drain: int = 20) -> dict
     folder = tempfile.mkdtemp(prefix="bench-flight-")
     rec = FlightRecorder(folder, channels, 1e-3, FlightOptions(window_s=window, min_gap_s=0), pid=os.getpid(),
                          notify=lambda line: None)
+    traced = FlightRecorder(os.path.join(folder, "traced"), channels, 1e-3,
+                            FlightOptions(window_s=window, min_gap_s=0, trace_every_s=trace_every), pid=os.getpid(),
+                            notify=lambda line: None)
     builder = EventBuilder(channels, system_pid=os.getpid())
-    feed, trace, rows, drains = [], [], 0, 0
+    feed, trace, decimated, rows, drains = [], [], [], 0, 0
     s.start()
     t0 = time.monotonic()
     try:
@@ -109,12 +115,20 @@ def bench_feed(seconds: float, window: float, steps_per_drain: int = 20) -> dict
             rec.feed(batch)
             feed.append(tt() - c)
             c = tt()
+            traced.feed_events(events)
+            traced.feed(batch)
+            decimated.append(tt() - c)
+            c = tt()
             for e in builder.events(batch):
                 encode_event(e)
             trace.append(tt() - c)
             rows += len(batch)
             drains += 1
         elapsed = time.monotonic() - t0
+        c = tt()
+        traced.close()
+        closing_us = (tt() - c) / 1e3
+        traced_info = traced.trace or {}
         # one dump of the full window, on its writer thread
         rec.trigger("signal", "bench", time.time_ns() - int(rec.after_ns) - 2 * 10**9)
         c0, w0 = time.process_time(), time.monotonic()
@@ -126,6 +140,9 @@ def bench_feed(seconds: float, window: float, steps_per_drain: int = 20) -> dict
     written = rec.written[0] if rec.written else {}
     for d in rec.written:
         os.unlink(d["path"])
+    if traced_info.get("path"):
+        os.unlink(traced_info["path"])
+        os.rmdir(os.path.join(folder, "traced"))
     os.rmdir(folder)
     per_s = lambda ns: sum(ns) / 1e6 / elapsed  # noqa: E731 - ms of CPU per second recorded
     return {"channels": len(channels), "seconds": elapsed, "drains": drains, "rows": rows,
@@ -133,6 +150,12 @@ def bench_feed(seconds: float, window: float, steps_per_drain: int = 20) -> dict
             "trace_us_per_drain": dist([x / 1e3 for x in trace], "us"),
             "feed_cpu_ms_per_s": per_s(feed), "trace_cpu_ms_per_s": per_s(trace),
             "feed_over_trace": sum(feed) / sum(trace) if sum(trace) else None,
+            "decimated": {"every_s": trace_every, "feed_us_per_drain": dist([x / 1e3 for x in decimated], "us"),
+                          "feed_cpu_ms_per_s": per_s(decimated),
+                          "over_feed": sum(decimated) / sum(feed) if sum(feed) else None,
+                          "bytes": traced_info.get("bytes"), "rows": traced_info.get("rows"),
+                          "bytes_per_second": (traced_info.get("bytes") or 0) / elapsed, "close_us": closing_us,
+                          "cut": traced_info.get("cut")},
             "ring_bytes": rec.memory_bytes, "window_s": rec.window_s,
             "dump": {"bytes": written.get("bytes"), "rows": written.get("rows"), "wall_s": dump_wall,
                      "process_cpu_s": dump_cpu}}
@@ -252,6 +275,11 @@ def _print_feed(doc, args):
           f"{fmt(f['feed_us_per_drain']['median'])} us, p99 {fmt(f['feed_us_per_drain']['p99'])} us)")
     print(f"  full trace (events + JSON) of the same batches: {fmt(f['trace_cpu_ms_per_s'])} ms CPU per s; "
           f"feed / trace {fmt(f['feed_over_trace'])}")
+    dec = f["decimated"]
+    print(f"  feed with the decimated trace (one row per {dec['every_s'] * 1e3:g} ms): "
+          f"{fmt(dec['feed_cpu_ms_per_s'])} ms CPU per s (per drain median {fmt(dec['feed_us_per_drain']['median'])} "
+          f"us); / feed without {fmt(dec['over_feed'])}; {dec['rows']} rows, {fmt(dec['bytes_per_second'])} B per "
+          f"second of run (gzipped)")
     d = f["dump"]
     print(f"  one dump of the {f['window_s']:g} s window: {d['rows']} rows, {(d['bytes'] or 0) / 1e6:.3g} MB, "
           f"{fmt(d['wall_s'])} s wall, {fmt(d['process_cpu_s'])} s process CPU")

@@ -38,6 +38,36 @@ trigger and the reason. A trigger inside a pending dump's window joins it (``fli
 that would pass it is cut there, whole); none is written under the free-space floor (``min_free``, as ``record
 --min-free``). Triggers turned away are counted (:attr:`FlightRecorder.suppressed`). Each dump written (or
 skipped, or failed) gives ``notify`` one line.
+
+**The decimated trace** (``trace_every_s``; ``record --flight-trace [EVERY]``): beside the dumps,
+``folder/trace[suffix].json.gz`` (created exclusively; ``-1``, ``-2``, ... where the name is taken) holds the whole
+run at one row per ``trace_every_s`` (:data:`DEFAULT_TRACE_EVERY_S` from the CLI), with every event fed (markers,
+phases, metadata), the XIDs found, the budget's interval changes the CLI feeds, and a :data:`FLIGHT_EVENT` instant
+at each dump's trigger: a ``sysprof record`` trace that ``report`` reads like any other. It is written on the
+feeding thread as the rows come (one flush a second); a failure ends it, never the dumps.
+
+Decimation is honest: every value it writes is true over its row's span. The rows are cut at the multiples of
+``trace_every_s`` since the epoch; a span's row is its first sample (its time a real sample's) and the span runs
+from it to the next span's first sample, which is how ``report`` and Perfetto hold a value (until the next one).
+Per channel (:func:`decimation_modes`):
+
+* ``at``: the value at the row: a cumulative total (registry kinds ``counter``, ``counter32``, ``ticks``), so its
+  increase over any run of rows is exact; also identities and times (``*/pid``, ``gpu/<i>/xid_last``,
+  ``gpu/<i>/reading_time_seconds``: a GPU track sits at its kept row's reading time) and channels the registry
+  does not know;
+* ``mean``: a rate (``*_per_second``) or gauge (a level, a percent, watts): the time-weighted mean over the span of
+  the values as a full trace holds them (each sample until the next), NaN time left out; so a rate's integral (the
+  bytes, the joules, the CPU-seconds ``report`` gives) is the full-rate trace's. A span's minimum and maximum are
+  not kept: ``report``'s min, p95 and max of such a channel are those of the span means;
+* ``any``: a bit mask (``gpu/<i>/clocks_event_reasons``): the OR of the span's values (each reason that was on in
+  it).
+
+The start event says so: ``interval_s`` is ``trace_every_s`` (the rows'), ``decimation`` =
+``{"every_s", "sampled_interval_s", "span", "modes": {mode: count}, "at": [channels], "any": [channels]}`` (the rest
+are ``mean``); the stop event's ``stats.taken`` counts the rows written (``recording_stats`` the sampler's) and its
+``flight_trace`` the rows in and out, the bytes, the dumps and why the trace ended early (``cut``). On disk it
+stops, closed (its tracks' last values, its open spans ended, the stop event), at ``trace_max_bytes`` (compressed,
+as on disk) or under the free-space floor (``min_free``), and is not begun under it.
 """
 from __future__ import annotations
 
@@ -56,7 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["FlightOptions", "FlightRecorder", "dump", "TRIGGERS", "DUMP_EVENT", "FLIGHT_EVENT",
-           "DEFAULT_STEP_PATTERNS"]
+           "DEFAULT_STEP_PATTERNS", "DEFAULT_TRACE_EVERY_S", "decimation_modes"]
 
 #: what can trigger a dump (the ``trigger`` of its name and args)
 TRIGGERS = ("slow_step", "xid", "clocks_event", "exception", "signal", "dump")
@@ -83,6 +113,16 @@ MAX_QUEUED = 2
 CHUNK_ROWS = 2000
 #: clock event reason bits that are no anomaly: GPU idle, the applications clocks setting
 QUIET_REASONS = 0x1 | 0x2
+#: the decimated trace's row interval of ``record --flight-trace`` without a value
+DEFAULT_TRACE_EVERY_S = 0.1
+#: the decimated trace takes the rows fed in steps of this many seconds of rows (each step decimated, written, its
+#: bounds checked, flushed: a killed recorder loses about this much of it, plus the open span)
+TRACE_FLUSH_S = 1.0
+#: channel keys written at the row (not averaged) in the decimated trace, besides the cumulative totals and the
+#: reading times (``schema.READING_TIME_KEY``)
+TRACE_AT_KEYS = ("pid", "xid_last")
+#: channel keys whose values are bit masks: the decimated trace ORs them over a span
+TRACE_ANY_KEYS = ("clocks_event_reasons",)
 
 
 _ACTIVE: "weakref.WeakSet" = weakref.WeakSet()  # the running flight recorders of this process (sysprof.dump() reaches them)
@@ -100,7 +140,9 @@ class FlightOptionError(ValueError):
 class FlightOptions:
     """What a flight recorder keeps and when it dumps (module docstring). ``memory_bytes``: the ring's cap;
     ``max_bytes``: the dumps' JSON together; ``min_free``: the free-space floor as ``record --min-free``'s
-    ``(bytes, fraction[, cap])`` (None: record's default)."""
+    ``(bytes, fraction[, cap])`` (None: record's default); ``trace_every_s``: a decimated trace of the whole run,
+    one row per this many seconds (None: none; :data:`DEFAULT_TRACE_EVERY_S` is ``record --flight-trace``'s
+    default), at most ``trace_max_bytes`` on disk."""
 
     window_s: float = 30.0
     before_share: float = 2 / 3
@@ -112,6 +154,8 @@ class FlightOptions:
     step_factor: float = 3.0
     min_steps: int = 20
     min_free: Optional[tuple] = None
+    trace_every_s: Optional[float] = None
+    trace_max_bytes: int = 1 << 30
 
     def __post_init__(self):
         checks = (("window_s", self.window_s > 0 and math.isfinite(self.window_s), "must be a time > 0"),
@@ -121,7 +165,12 @@ class FlightOptions:
                   ("max_bytes", self.max_bytes > 0, "must be a size > 0"),
                   ("memory_bytes", self.memory_bytes > 0, "must be a size > 0"),
                   ("step_factor", self.step_factor > 1, "must be more than 1"),
-                  ("min_steps", isinstance(self.min_steps, int) and self.min_steps >= 1, "must be at least 1"))
+                  ("min_steps", isinstance(self.min_steps, int) and self.min_steps >= 1, "must be at least 1"),
+                  ("trace_every_s", self.trace_every_s is None or (isinstance(self.trace_every_s, (int, float))
+                                                                  and not isinstance(self.trace_every_s, bool)
+                                                                  and 0 < self.trace_every_s < math.inf),
+                   "must be a time > 0"),
+                  ("trace_max_bytes", self.trace_max_bytes > 0, "must be a size > 0"))
         for name, ok, rule in checks:
             if not ok:
                 raise FlightOptionError(name, f"flight {name} {rule}, got {getattr(self, name)!r}")
@@ -307,6 +356,367 @@ class _Reasons:
         return out
 
 
+def decimation_modes(channels: Sequence[str]) -> List[str]:
+    """Per channel, how the decimated trace reduces a span (module docstring): ``"at"``, ``"mean"`` or ``"any"``."""
+    from .sampling.registry import TOTAL_KINDS, channel_spec
+    from .trace.schema import READING_TIME_KEY
+
+    out = []
+    for c in channels:
+        key = c.rpartition("/")[2]
+        spec = channel_spec(c)
+        if key in TRACE_ANY_KEYS:
+            out.append("any")
+        elif spec is None or spec.kind in TOTAL_KINDS or key in TRACE_AT_KEYS or key == READING_TIME_KEY:
+            out.append("at")
+        else:
+            out.append("mean")
+    return out
+
+
+class _Decimator:
+    """Rows in, one row per span of ``every_ns`` out (module docstring). A span is closed, and its row given, when
+    the first row of a later span arrives (its time ends the span's last sample); :meth:`end` closes the open one."""
+
+    def __init__(self, modes: Sequence[str], every_ns: int) -> None:
+        import numpy as np
+
+        self.every_ns = max(1, int(every_ns))
+        self.mean = np.asarray([i for i, m in enumerate(modes) if m == "mean"], dtype=np.intp)
+        self.any = np.asarray([i for i, m in enumerate(modes) if m == "any"], dtype=np.intp)
+        self.times = np.zeros(0, dtype=np.int64)  # the open span's rows
+        self.values = np.zeros((0, len(modes)))
+
+    def push(self, times, values):
+        """``(times, values)`` of the spans that the rows closed (possibly none); ``times`` and ``values`` may be
+        lists of arrays (batches, in order), taken in one copy."""
+        import numpy as np
+
+        times = [self.times] + (list(times) if isinstance(times, list) else [times])
+        values = [self.values] + (list(values) if isinstance(values, list) else [values])
+        t = np.concatenate(times).astype(np.int64, copy=False)
+        if len(t) == len(self.times):
+            return self.times[:0], self.values[:0]
+        v = np.concatenate(values).astype(np.float64, copy=False)
+        span = t // self.every_ns  # (a clock stepping back starts a span too: the open one never grows past one)
+        firsts = np.flatnonzero(np.concatenate([[True], span[1:] != span[:-1]]))
+        last = int(firsts[-1])  # the open span's first row
+        self.times, self.values = t[last:].copy(), v[last:].copy()
+        if last == 0:
+            return t[:0], v[:0]
+        return self._reduce(t[:last + 1], v[:last], firsts[:-1])
+
+    def end(self):
+        """The open span's rows: the span up to its last sample, then the last sample itself (so the totals' last
+        value is in, and it holds only its own interval); ``(times, values)``, empty without one."""
+        import numpy as np
+
+        t, v = self.times, self.values
+        self.times, self.values = t[:0], v[:0]
+        if len(t) < 2:
+            return t, v
+        head_t, head_v = self._reduce(t, v[:-1], np.zeros(1, dtype=np.intp))
+        return np.concatenate([head_t, t[-1:]]), np.concatenate([head_v, v[-1:]])
+
+    def _reduce(self, t, v, firsts):
+        """One row per span starting at row ``firsts[k]``: ``t`` has a time more than ``v`` has rows (the end of
+        the last row's hold)."""
+        import numpy as np
+
+        out = v[firsts]  # "at" (a copy: fancy indexing)
+        hold = np.diff(t).astype(np.float64)
+        np.maximum(hold, 0.0, out=hold)  # a clock stepping back holds nothing
+        if self.mean.size:
+            cols = self.mean
+            with np.errstate(invalid="ignore", divide="ignore"):
+                # every column at once, NaN carried (one pass); the spans with a value not finite again, masked
+                mean = (np.add.reduceat(v * hold[:, None], firsts, axis=0)[:, cols]
+                        / np.add.reduceat(hold, firsts)[:, None])
+                redo = np.flatnonzero(~np.isfinite(mean).all(axis=0))
+                if redo.size:
+                    x = v[:, cols[redo]]
+                    ok = np.isfinite(x)
+                    known = ok.any(axis=0)  # (a column never known stays NaN)
+                    redo, x, ok = redo[known], x[:, known], ok[:, known]
+                    w = ok * hold[:, None]
+                    mean[:, redo] = (np.add.reduceat(np.where(ok, x, 0.0) * w, firsts, axis=0)
+                                     / np.add.reduceat(w, firsts, axis=0))
+            out[:, cols] = np.where(np.isfinite(mean), mean, out[:, cols])  # no time held: the row's value
+        if self.any.size:
+            x = v[:, self.any]
+            ok = np.isfinite(x) & (x >= 0) & (x < 2.0 ** 63)
+            bits = np.bitwise_or.reduceat(np.where(ok, x, 0.0).astype(np.int64), firsts, axis=0)
+            seen = np.logical_or.reduceat(ok, firsts, axis=0)
+            out[:, self.any] = np.where(seen, bits.astype(np.float64), np.nan)
+        return t[firsts], out
+
+
+class _Trace:
+    """The decimated trace of a :class:`FlightRecorder` (module docstring), written on the feeding thread. Every
+    method may raise; the recorder catches, and ends the trace (:meth:`FlightRecorder._to_trace`)."""
+
+    def __init__(self, rec: "FlightRecorder") -> None:
+        from .sampling.registry import decimals_of, source_of
+        from .trace.tracks import EventBuilder
+
+        self.rec = rec
+        opts = rec.options
+        self.every_s = float(opts.trace_every_s)
+        self.modes = decimation_modes(rec.channels)
+        self.decimator = _Decimator(self.modes, round(self.every_s * 1e9))
+        start = self._start_args()
+        own = start.get("intervals_s") if isinstance(start.get("intervals_s"), dict) else {}
+        slowest = lambda c: max([self.every_s] + [v for v in (own.get(source_of(c)),)  # noqa: E731
+                                                  if isinstance(v, (int, float)) and not isinstance(v, bool)])
+        self.builder = EventBuilder(rec.channels, system_pid=rec.pid, process_pid=rec.process_pid,
+                                    float_ts=rec.float_ts, changes_only=True,
+                                    decimals=[decimals_of(c, slowest(c)) for c in rec.channels])
+        self.writer = None
+        self.fd = None
+        self.path: Optional[str] = None
+        self.done = False  # ended (closed, cut, failed or never begun)
+        self.cut: Optional[str] = None
+        self.held: list = []  # heap of (t_ns, seq, event): events after the newest row written
+        self.seq = 0
+        self.open_spans: Dict[tuple, list] = {}  # (pid, tid) -> the B events written and not yet ended
+        self.rows_in = self.rows = 0
+        self.first_ns = None  # the trace's start (the recording's, else its first row's)
+        self.last_ns = None  # the newest row fed
+        self.written_ns = None  # the newest row or event written
+        self.size = 0  # bytes on disk at the last look
+        self.guard = None  # the free-space floor (cli.output._SpaceGuard), once the folder is there
+        self.waiting: list = []  # (times, values) fed and not yet decimated: up to TRACE_FLUSH_S of rows
+
+    def _start_args(self) -> dict:
+        from .trace.schema import START_EVENT
+
+        for ev in self.rec.head or ():
+            if ev.get("name") == START_EVENT and isinstance(ev.get("args"), dict):
+                return ev["args"]
+        return {}
+
+    def _on_disk(self) -> int:
+        """Bytes on disk now (what the kernel has; the last few kB may still be buffered): :attr:`size`."""
+        try:
+            self.size = os.fstat(self.fd).st_size
+        except OSError:
+            pass
+        return self.size
+
+    # ---- fed ----
+    def event(self, t_ns: int, ev: dict) -> None:
+        if self.done:
+            return
+        self.seq += 1
+        heapq.heappush(self.held, (t_ns, self.seq, ev))
+        if len(self.held) > MAX_EVENTS:  # a long span's worth of events: the oldest go now, out of order if need be
+            if self.writer is None:
+                heapq.heappop(self.held)  # (none written yet: the oldest is dropped)
+            else:
+                self._write_events(self.held[0][0])
+
+    def meta(self, ev: dict) -> None:
+        if not self.done:
+            self.event(-1, ev)  # before everything held
+
+    def feed(self, batch) -> None:
+        """Keeps the rows; every TRACE_FLUSH_S of them, decimates, writes, checks the bounds, flushes (one
+        rendering call a second, whatever the drains: its cost is mostly per call)."""
+        if self.done or not len(batch):
+            return
+        if self.writer is None and not self._begin(int(batch.timestamps_ns[0])):
+            return
+        self.rows_in += len(batch)
+        self.waiting.append((batch.timestamps_ns, batch.values))  # (a batch is never changed once drained)
+        self.last_ns = max(int(batch.timestamps_ns[-1]), self.last_ns or 0)
+        if self.last_ns - int(self.waiting[0][0][0]) >= TRACE_FLUSH_S * 1e9:
+            self._step()
+
+    def _step(self) -> None:
+        if not self.waiting:
+            return
+        waiting, self.waiting = self.waiting, []
+        self._write_rows(*self.decimator.push([t for t, _ in waiting], [v for _, v in waiting]))
+        self._check()
+
+    # ---- the file ----
+    def _begin(self, first_ns: int) -> bool:
+        from .report.table import human_bytes
+        from .trace.chrome import ChromeTraceWriter
+
+        rec = self.rec
+        low = rec._space_low(rec.folder)
+        if low is not None:
+            self.done = True
+            self.cut = "not begun: under the free-space floor"
+            rec._say(f"sysprof: flight trace not written: {human_bytes(low[0])} available in {rec.folder}, under "
+                     f"the free-space floor of {human_bytes(low[1])}")
+            return False
+        stem = os.path.join(rec.folder, f"trace{rec.suffix}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for n in range(1000):
+            path = f"{stem}.json.gz" if n == 0 else f"{stem}-{n}.json.gz"
+            try:
+                fd = os.open(path, flags, 0o666)  # never over a file or through a link
+            except FileExistsError:
+                continue
+            try:
+                self.writer = ChromeTraceWriter(path, fd=fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self.fd, self.path = fd, path
+            break
+        else:
+            raise FileExistsError(f"no free name for {stem}.json.gz")
+        from .cli.output import DEFAULT_MIN_FREE, _SpaceGuard
+
+        self.guard = _SpaceGuard(path, rec.options.min_free if rec.options.min_free is not None else DEFAULT_MIN_FREE)
+        self.first_ns = first_ns
+        self.writer.write_many(self._head(first_ns))
+        return True
+
+    def _head(self, first_ns: int) -> list:
+        from .trace.schema import START_EVENT
+
+        rec = self.rec
+        at = [c for c, m in zip(rec.channels, self.modes) if m == "at"]
+        anyof = [c for c, m in zip(rec.channels, self.modes) if m == "any"]
+        decimation = {"every_s": self.every_s, "sampled_interval_s": rec.interval_s,
+                      "span": "from the row to the next row: its first sample to the next span's first",
+                      "modes": {m: self.modes.count(m) for m in ("at", "mean", "any")},
+                      "at": at, "any": anyof,
+                      "rules": {"at": "the value at the row (cumulative totals, identities, reading times)",
+                                "mean": "the time-weighted mean over the span (rates, gauges), NaN time left out",
+                                "any": "the OR of the span's values (bit masks)"}}
+        if rec.head is None:
+            return [{"name": START_EVENT, "ph": "i", "s": "g", "ts": rec.ts(first_ns), "pid": rec.pid, "tid": 0,
+                     "args": {"interval_s": self.every_s, "channels": list(rec.channels),
+                              "decimation": decimation}},
+                    self.builder.units_event()]
+        out = []
+        for ev in rec.head:
+            if ev.get("name") == START_EVENT:
+                ev = dict(ev, args=dict(ev.get("args") or {}, interval_s=self.every_s, decimation=decimation))
+                if isinstance(ev.get("ts"), (int, float)):
+                    self.first_ns = min(self.first_ns, _event_ns(ev) or self.first_ns)
+            out.append(ev)
+        return out
+
+    def _write_rows(self, times, values) -> None:
+        from .sampling.rows import Batch
+        from .trace.schema import samples_event
+
+        if not len(times):
+            return
+        rec = self.rec
+        upto = int(times[-1])
+        events = self._due(upto)
+        rows = self.builder.events(Batch(times, values, rec.channels, self.every_s))
+        self.writer.write(samples_event(times, rec.pid, rec.ts(int(times[0])), 1 if rec.float_ts else 1000))
+        self.writer.write_many(heapq.merge(rows, events, key=_ts_key))
+        self.rows += len(times)
+        self.written_ns = max(upto, self.written_ns or upto)
+
+    def _due(self, upto_ns: Optional[int]) -> list:
+        """The held events up to ``upto_ns`` (all: None), in time order, the spans' B and E followed."""
+        out = []
+        held = self.held
+        while held and (upto_ns is None or held[0][0] <= upto_ns):
+            t_ns, _, ev = heapq.heappop(held)
+            out.append(ev)
+            ph = ev.get("ph")
+            if ph == "B":
+                stack = self.open_spans.setdefault((ev.get("pid"), ev.get("tid")), [])
+                if len(stack) < MAX_DEPTH:
+                    stack.append(ev)
+            elif ph == "E":
+                stack = self.open_spans.get((ev.get("pid"), ev.get("tid")))
+                if stack:
+                    stack.pop()
+            if self.written_ns is None or t_ns > self.written_ns:
+                self.written_ns = t_ns
+        return out
+
+    def _write_events(self, upto_ns: Optional[int]) -> None:
+        self.writer.write_many(self._due(upto_ns))
+
+    def _check(self) -> None:
+        """The bounds (the size, the free-space floor) after each step's writes; then a flush."""
+        from .report.table import human_bytes
+
+        rec = self.rec
+        if self._on_disk() > rec.options.trace_max_bytes:
+            self.end(cut=f"the trace's size bound ({human_bytes(rec.options.trace_max_bytes)}) was reached")
+        elif self.guard.low() is not None:
+            self.end(cut="the file system fell under the free-space floor")
+        else:
+            self.writer.flush()
+
+    def end(self, cut: Optional[str] = None) -> None:
+        """The open span's row (at the end), the events left, the tracks' last values, the spans still open
+        ended, the stop event; closed. ``cut``: why it ends before the recording (the rows and events after are
+        not written)."""
+        import numpy as np
+
+        from .report.table import human_bytes
+        from .sampling.rows import Batch
+        from .trace.schema import STOP_EVENT
+
+        if self.done:
+            return
+        self.done = True
+        rec, writer = self.rec, self.writer
+        if writer is None:
+            return
+        try:
+            self.cut = cut
+            # the values end where the last row's span does, so each holds only its span (a full trace's last
+            # sample holds one interval; cut: the next span, not written, began there)
+            if cut is None:
+                self._step()
+                self._write_rows(*self.decimator.end())
+                stop_ns = None if self.last_ns is None else self.last_ns + round(rec.interval_s * 1e9)
+            else:
+                stop_ns = int(self.decimator.times[0]) if len(self.decimator.times) else None
+            if stop_ns is not None and self.rows:
+                nan = np.full((1, len(rec.channels)), np.nan)
+                writer.write_many(heapq.merge(self.builder.events(Batch(np.array([stop_ns]), nan, rec.channels)),
+                                              self._due(None if cut is None else stop_ns), key=_ts_key))
+            elif cut is None:
+                self._write_events(None)
+            ends = [self.first_ns, self.written_ns, stop_ns]
+            end_ns = max(t for t in ends if t is not None)
+            writer.write_many(self.builder.finish())
+            closing = [dict({k: v for k, v in b.items() if k != "args"}, ph="E", ts=rec.ts(end_ns),
+                            args={"closed": "trace end"}) for stack in self.open_spans.values() for b in stack[::-1]]
+            writer.write_many(closing)
+            stop = {}
+            if rec.stop_args is not None:
+                try:
+                    stop = dict(rec.stop_args())
+                except Exception as e:  # noqa: BLE001 - the trace ends without them
+                    stop = {"errors": {"flight": f"stop args: {type(e).__name__}: {e}"}}
+            stop["recording_stats"] = stop.pop("stats", None)
+            stop.update({"stats": {"taken": self.rows}, "samples_written": self.rows,
+                         "elapsed_s": (end_ns - self.first_ns) / 1e9,
+                         "flight_trace": {"every_s": self.every_s, "rows_in": self.rows_in, "rows": self.rows,
+                                          "cut": cut, "dumps": [os.path.basename(d["path"]) for d in rec.written],
+                                          "suppressed": dict(rec.suppressed)}})
+            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": rec.ts(end_ns), "pid": rec.pid, "tid": 0,
+                          "args": stop})
+        finally:
+            self.held, self.waiting = [], []
+            writer.close()
+            try:
+                self.size = os.stat(self.path).st_size
+            except OSError:
+                pass
+        if cut is not None:
+            rec._say(f"sysprof: flight trace {self.path} ended early: {cut}; {self.rows:,} rows, "
+                     f"{human_bytes(self.size)}")
+
+
 @dataclass
 class _Pending:
     kind: str
@@ -408,6 +818,13 @@ class FlightRecorder:
         self.events_dropped = 0
         self.failures: List[str] = []
         self.closed = False
+        self._trace = None
+        if opts.trace_every_s is not None:
+            try:
+                self._trace = _Trace(self)
+            except Exception as e:  # noqa: BLE001 - the dumps go on without it
+                self.failures.append(f"trace: {type(e).__name__}: {e}")
+                self._say(f"sysprof: no flight trace: {type(e).__name__}: {e}")
         _ACTIVE.add(self)
 
     # ---- the feeding thread ----
@@ -418,6 +835,38 @@ class FlightRecorder:
     def memory_bytes(self) -> int:
         """The ring's bytes (preallocated)."""
         return self._ring.nbytes
+
+    @property
+    def trace(self) -> Optional[dict]:
+        """The decimated trace (None without ``trace_every_s``): ``path`` (None before the first row or when it
+        could not be begun), ``every_s``, ``rows_in``, ``rows`` written, ``bytes`` on disk, ``cut`` (why it ended
+        early), ``done``."""
+        t = self._trace
+        if t is None:
+            return None
+        return {"path": t.path, "every_s": t.every_s, "rows_in": t.rows_in, "rows": t.rows, "bytes": t.size,
+                "cut": t.cut, "done": t.done}
+
+    def _to_trace(self, method: str, *args) -> None:
+        """``self._trace.<method>(*args)``; a failure ends the trace (said once), never the recording or the
+        dumps."""
+        t = self._trace
+        if t is None or t.done:
+            return
+        try:
+            getattr(t, method)(*args)
+        except Exception as e:  # noqa: BLE001 - the trace is one sink: the dumps go on without it
+            self.failures.append(f"trace: {type(e).__name__}: {e}")
+            t.cut = f"failed: {type(e).__name__}: {e}"
+            self._say(f"sysprof: flight trace {t.path or os.path.join(self.folder, 'trace.json.gz')} failed: "
+                      f"{type(e).__name__}: {e}")
+            t.done = True
+            t.held = []
+            if t.writer is not None:
+                try:
+                    t.writer.close()
+                except Exception:  # noqa: BLE001
+                    pass
 
     def feed(self, batch) -> None:
         """Keep ``batch``'s rows; look for XIDs and clock event reasons in them; take the dumps now due."""
@@ -434,6 +883,7 @@ class FlightRecorder:
             for t_ns, why in self._reasons.found(batch):
                 self._admit("clocks_event", why, t_ns)
         self._take_requests()
+        self._to_trace("feed", batch)
         self._prune()
         self._due()
 
@@ -469,6 +919,7 @@ class FlightRecorder:
             key = (ev.get("name"), ev.get("pid"), ev.get("tid"))
             if key in self._meta or len(self._meta) < MAX_META:
                 self._meta[key] = ev
+                self._to_trace("meta", ev)
             return
         self._keep(t_ns, ev)
         name = ev.get("name")
@@ -525,6 +976,7 @@ class FlightRecorder:
             self._admit("slow_step", why, end_ns, start_ns)
 
     def _keep(self, t_ns: int, ev: dict) -> None:
+        self._to_trace("event", t_ns, ev)
         self._events.append((t_ns, ev))
         if len(self._events) > MAX_EVENTS:
             self._events.popleft()
@@ -559,6 +1011,9 @@ class FlightRecorder:
             return self._turn_away("min_gap")
         self._last_at = at_ns
         self.started += 1
+        self._to_trace("event", at_ns, {"name": FLIGHT_EVENT, "ph": "i", "s": "g", "ts": self.ts(at_ns),
+                                        "pid": self.pid, "tid": 0,
+                                        "args": {"trigger": kind, "reason": reason, "index": self.started}})
         lo = at_ns - self.before_ns
         if start_ns is not None:
             lo = min(lo, start_ns)
@@ -752,6 +1207,7 @@ class FlightRecorder:
                 self._jobs.put(None)
         if self._worker is not None:
             self._worker.join(timeout)
+        self._to_trace("end")  # after the dumps: its stop event names them
         return list(self.written)
 
     def summary(self) -> str:
@@ -760,7 +1216,14 @@ class FlightRecorder:
         size = sum(d["bytes"] for d in self.written)
         from .report.table import human_bytes
 
-        return (f"{len(self.written)} flight dump(s) in {self.folder} ({human_bytes(size)})"
+        t = self._trace
+        trace = ""
+        if t is not None and t.path is not None:
+            trace = (f"; trace {t.path}: {t.rows:,} rows, one per {t.every_s:g} s, {human_bytes(t.size)}"
+                     f"{' (ended early: ' + t.cut + ')' if t.cut else ''}")
+        elif t is not None:
+            trace = f"; no trace ({t.cut or 'no rows'})"
+        return (f"{len(self.written)} flight dump(s) in {self.folder} ({human_bytes(size)}){trace}"
                 f"{'; triggers turned away: ' + away if away else ''}"
                 f"{'; ' + str(len(self.failures)) + ' failed' if self.failures else ''}")
 

@@ -1,7 +1,8 @@
-"""``sysprof record --flight WINDOW -o DIR -- COMMAND``: no trace of the whole run; the recorder keeps the last
-WINDOW at full rate (:class:`sysprof.flight.FlightRecorder`) and writes ``DIR/flight-<UTC>-<trigger>.json`` around
-each anomaly: a slow step, a GPU XID, a clocks-event reason turning on, SIGUSR1 to the recorder, or
-``sysprof.dump(reason)`` in the command. One line per dump on stderr.
+"""``sysprof record --flight WINDOW -o DIR -- COMMAND``: no full-rate trace of the whole run; the recorder keeps the
+last WINDOW at full rate (:class:`sysprof.flight.FlightRecorder`) and writes ``DIR/flight-<UTC>-<trigger>.json``
+around each anomaly: a slow step, a GPU XID, a clocks-event reason turning on, SIGUSR1 to the recorder, or
+``sysprof.dump(reason)`` in the command. One line per dump on stderr. ``--flight-trace [EVERY]`` adds
+``DIR/trace.json.gz``, the whole run decimated to a row per EVERY (the recorder writes it).
 
 :class:`FlightRecording` is ``record``'s recording (:class:`sysprof.cli.record._Recording`: the sampler, the
 command, the signals, the markers, the loop) with the trace file replaced by the flight recorder: the rows and
@@ -24,7 +25,7 @@ from .record import _Recording
 
 def add_flight_flags(parser) -> None:
     """``record``'s flight recorder options."""
-    from ..flight import DEFAULT_STEP_PATTERNS, FlightOptions
+    from ..flight import DEFAULT_STEP_PATTERNS, DEFAULT_TRACE_EVERY_S, FlightOptions
 
     d = FlightOptions()
     g = parser.add_argument_group("flight recorder (instead of a trace of the whole run)")
@@ -34,7 +35,8 @@ def add_flight_flags(parser) -> None:
                         "anomaly, 2/3 of WINDOW before it and 1/3 after: a step that takes --flight-step-factor "
                         "times the median of the last 100 (spans named by --flight-step), a GPU XID, a "
                         "clocks-event reason turning on (not idle), SIGUSR1 to sysprof, sysprof.dump(reason) in "
-                        "the command. No trace of the whole run; one line per dump on stderr")
+                        "the command. No full-rate trace of the whole run (--flight-trace: a decimated one); one "
+                        "line per dump on stderr")
     g.add_argument("--flight-gap", type=parse_time, default=d.min_gap_s, metavar="TIME",
                    help=f"at least this long between two dumps' triggers (default {d.min_gap_s:g}s)")
     g.add_argument("--flight-max", type=int, default=d.max_dumps, metavar="N",
@@ -50,6 +52,15 @@ def add_flight_flags(parser) -> None:
     g.add_argument("--flight-step-factor", type=float, default=d.step_factor, metavar="K",
                    help=f"a step is slow past K times the median of the last 100 of its name (default "
                         f"{d.step_factor:g}; once {d.min_steps} steps of that name were seen)")
+    g.add_argument("--flight-trace", nargs="?", type=parse_time, const=DEFAULT_TRACE_EVERY_S, metavar="EVERY",
+                   help=f"also write -o DIR/trace.json.gz, a trace of the whole run at one row per EVERY "
+                        f"(default {DEFAULT_TRACE_EVERY_S * 1e3:g}ms; put '--' before the command): totals as they "
+                        f"were at each row, rates and gauges as their time-weighted mean over it, with the "
+                        f"markers, XIDs, interval changes and a 'sysprof flight' instant at each dump; "
+                        f"'report' reads it like any trace")
+    g.add_argument("--flight-trace-max-size", type=parse_size, default=d.trace_max_bytes, metavar="SIZE",
+                   help=f"with --flight-trace: the trace ends, closed, at SIZE on disk (default "
+                        f"{d.trace_max_bytes >> 20}M) or under the --min-free floor")
 
 
 def flight_options(args):
@@ -60,14 +71,16 @@ def flight_options(args):
         return FlightOptions(window_s=args.flight, min_gap_s=args.flight_gap, max_dumps=args.flight_max,
                              max_bytes=args.flight_max_size, memory_bytes=args.flight_memory,
                              step_patterns=tuple(args.flight_step or DEFAULT_STEP_PATTERNS),
-                             step_factor=args.flight_step_factor, min_free=args.min_free or DEFAULT_MIN_FREE)
+                             step_factor=args.flight_step_factor, min_free=args.min_free or DEFAULT_MIN_FREE,
+                             trace_every_s=args.flight_trace, trace_max_bytes=args.flight_trace_max_size)
     except FlightOptionError as e:
         raise CLIError(f"{_FLAGS.get(e.field, e.field)} {str(e).split(' ', 2)[2]}", status=2) from None
 
 
 #: the record option of each FlightOptions field
 _FLAGS = {"window_s": "--flight", "min_gap_s": "--flight-gap", "max_dumps": "--flight-max",
-          "max_bytes": "--flight-max-size", "memory_bytes": "--flight-memory", "step_factor": "--flight-step-factor"}
+          "max_bytes": "--flight-max-size", "memory_bytes": "--flight-memory", "step_factor": "--flight-step-factor",
+          "trace_every_s": "--flight-trace", "trace_max_bytes": "--flight-trace-max-size"}
 
 
 class _Folder:
@@ -180,6 +193,7 @@ class FlightRecording(_Recording):
         if self.usr1_ns is not None:
             flight.signalled_ns, self.usr1_ns = self.usr1_ns, None
         flight.feed_events(self._marks(batch, stop_ns))
+        flight.feed_events(self.interval_events.events())  # the budget's interval changes, at their times
         flight.feed(batch)
         self._say()
 

@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_flight_flags(r)
     r.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
                    help="the command to run and record")
-    r.set_defaults(func=cmd_record)
+    r.set_defaults(func=_record)
 
     rp = sub.add_parser("report", help="summarize a trace: per-channel statistics, rate, drops; --plot, --json",
                         description="Per-channel statistics (min, mean, p50, p95, max) of a sysprof trace, opened by a "
@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("bench_args", nargs=argparse.REMAINDER)
     b.set_defaults(func=cmd_bench)
     return p
+
+
+def _record(args) -> int:
+    """``record``, once the options that need another are known to have it."""
+    if getattr(args, "flight_trace", None) is not None and getattr(args, "flight", None) is None:
+        raise CLIError("--flight-trace needs --flight WINDOW (it writes beside the flight dumps)", status=2)
+    return cmd_record(args)
 
 
 def parse_smooth(text: str) -> float:
