@@ -99,16 +99,41 @@ def is_gzip_path(path: PathLike) -> bool:
 
 class TraceWriter:
     """What every trace writer shares (:class:`ChromeTraceWriter`, ``perfetto_write.PerfettoTraceWriter``): the
-    event count, the closed flag, ``write_many`` and the context manager. A writer sets ``_count`` and
-    ``_closed`` and defines ``write``, ``flush``, ``close`` and ``bytes_written``."""
+    event count, the closed flag, ``write_many``, ``write_typed`` and the context manager. A writer sets
+    ``_count`` and ``_closed`` and defines ``write``, ``flush``, ``close`` and ``bytes_written``.
+
+    Two ways in: Chrome-style event dicts (``write``, ``write_many``), and typed items (:meth:`write_typed`: the
+    counter rows of a track layout, :class:`~sysprof.trace.tracks.CounterRow`, and the stream's
+    :class:`~sysprof.trace.events.Event` values), which a sink writes. Here the typed items are rendered to dicts
+    (the JSON writers); a writer with its own model of tracks (Perfetto's) takes them as they are. A new trace
+    format is one writer module with ``write`` (and ``write_typed`` where it has a better use of the types), and
+    one arm of :func:`~sysprof.trace.perfetto.writer_class_for`."""
 
     _count = 0
     _closed = False
+    #: whether the writer uses :attr:`~sysprof.trace.tracks.CounterRow.changed` (writes a counter's values only
+    #: where they changed); a sink computes it only for such a writer
+    counter_changes = False
 
     def write_many(self, events: Iterable[dict]) -> None:
         """Append every event of ``events`` (an iterable of dicts), in order."""
         for event in events:
             self.write(event)
+
+    def write_typed(self, items: Iterable[Any], ts: Any) -> None:
+        """Append typed items, in order: :class:`~sysprof.trace.tracks.CounterRow` (a counter track's event, the
+        changes-only and NaN rules already applied), :class:`~sysprof.trace.events.Event`, or an event dict.
+        ``ts(t_ns)`` is the caller's rule for a dict's ``ts`` (integer or float µs; a writer that keeps every ns
+        may ignore it)."""
+        from .events import Event, to_chrome
+
+        for item in items:
+            if isinstance(item, Event):
+                self.write(to_chrome(item, ts))
+            elif isinstance(item, dict):
+                self.write(item)
+            else:
+                self.write(item.chrome(ts))
 
     @property
     def events_written(self) -> int:

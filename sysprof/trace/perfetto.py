@@ -7,12 +7,18 @@ written field by field), built with the official ``perfetto`` package's protos, 
 trace_processor open it natively. Needs ``pip install 'sysprof[perfetto]'`` (the ``perfetto`` and ``protobuf``
 packages); they are imported on first use.
 
-:class:`PerfettoTraceWriter` takes the Chrome-style event dicts every sysprof writer produces and writes:
+:class:`PerfettoTraceWriter` takes the typed rows and events of a sink
+(:meth:`~PerfettoTraceWriter.write_typed`: :class:`~sysprof.trace.tracks.CounterRow`, whose track brings its keys
+and units, and :class:`~sysprof.trace.events.Event`) and the Chrome-style event dicts of any other caller, and
+writes:
 
-* **counters** (``"ph": "C"``): one counter track per channel (``join_channel(event name, key)``, the track's
-  name), declared once by a ``TrackDescriptor`` with its unit: ``UNIT_SIZE_BYTES`` for ``B``, ``UNIT_TIME_NS`` with
-  ``unit_multiplier`` 10^9 for ``s`` (values stay in seconds in the file), ``UNIT_COUNT`` for unit-less channels,
-  ``unit_name`` otherwise (``%``, ``B/s``, ``s/s``...), from the trace's ``"sysprof units"`` event. Tracks nest as
+* **counters** (a ``CounterRow``, or ``"ph": "C"``): one counter track per channel (``join_channel(event name,
+  key)``, the track's name), declared once by a ``TrackDescriptor`` with its unit: ``UNIT_SIZE_BYTES`` for ``B``,
+  ``UNIT_TIME_NS`` with ``unit_multiplier`` 10^9 for ``s`` (values stay in seconds in the file), ``UNIT_COUNT`` for
+  unit-less channels, ``unit_name`` otherwise (``%``, ``B/s``, ``s/s``...), from the row's
+  :class:`~sysprof.trace.tracks.CounterTrack` (the registry's), for a dict from the trace's ``"sysprof units"``
+  event. A row's values are written where its ``changed`` says (the renderer's changes, found once); a dict's
+  where they differ from the counter's last ones. Tracks nest as
   process (or thread) -> counter group (the event name, e.g. ``disk/sda``) -> channel. A value is written only when
   it differs from the channel's previous one, or is the counter's first in its chunk (see below; Perfetto's
   counters hold their value, as Chrome's do); a key that

@@ -11,10 +11,12 @@ from sysprof import forks
 
 from ..text import encodable
 from .chrome import ChromeTraceWriter, TraceWriter, counter_args
+from .events import Event, to_chrome
 from .perfetto import (INCREMENTAL_CLOCK, MAX_VALUES, METADATA_TRACK, REALTIME_CLOCK, RESIDUAL, SEQUENCE_ID,
                        PathLike, TraceTime, _integral, _is_int, _key_from_channel, _key_name, _now_ns, annotate,
                        counter_unit, protos, ts_ns)
 from .schema import UNITS_EVENT, join_channel
+from .tracks import CounterRow
 
 __all__ = ["PerfettoTraceWriter"]
 
@@ -25,17 +27,22 @@ _NATIVE = {"B", "E", "X", "i", "I"}
 _NATIVE_KEYS = {"name", "ph", "ts", "pid", "tid", "cat", "args"}
 
 
+_NAN = math.nan
+
+
 class _Group:
-    """A counter (one event name of one pid/tid/cat): its track, its channels' tracks, their last values."""
+    """A counter (one event name of one pid/tid/cat): its track, its channels' tracks, their units (a
+    :class:`~sysprof.trace.tracks.CounterTrack`'s; None: the units event's), their last values (dict input)."""
 
-    __slots__ = ("uuid", "name", "cat", "tracks", "last", "chunk")
+    __slots__ = ("uuid", "name", "cat", "tracks", "units", "last", "chunk")
 
-    def __init__(self, uuid, name, cat):
+    def __init__(self, uuid, name, cat, units=None):
         self.uuid = uuid
         self.name = name
         self.cat = cat
-        self.tracks: dict = {}  # key -> (uuid, channel)
-        self.last: dict = {}    # key -> last value written
+        self.tracks: dict = {}  # key -> (uuid, channel, label, CounterDescriptor fields)
+        self.units = units      # key -> unit, or None
+        self.last: dict = {}    # key -> last value written (dict input only)
         self.chunk = 0          # the chunk its values were last written in full
 
 
@@ -61,6 +68,7 @@ class PerfettoTraceWriter(TraceWriter):
 
     #: the exact-timestamp type: ``writer.timestamp(t_ns)`` is the ``ts`` to give for ns ``t_ns``
     timestamp = TraceTime
+    counter_changes = True
 
     def __init__(self, path: PathLike, *, overwrite: bool = False, fd: Union[int, None] = None,
                  compress: bool = True) -> None:
@@ -83,7 +91,8 @@ class PerfettoTraceWriter(TraceWriter):
         self._desc: dict = {}     # track uuid -> (parent uuid, its latest TrackDescriptor packet's bytes)
         self._declared: set = set()    # track uuids whose descriptor the current chunk holds
         self._tracks: dict = {}   # ("p", pid) / ("t", pid, tid) / ("m",) -> uuid
-        self._groups: dict = {}   # (pid, tid, cat, name) -> _Group
+        self._groups: dict = {}   # (pid, tid, cat, name) -> _Group (dict input)
+        self._typed: dict = {}    # id(CounterTrack) -> (the CounterTrack, its _Group)
         self._proc_names: dict = {}    # pid -> process_name; (pid, tid) -> thread_name
         self._units: dict = {}    # channel -> unit symbol
         self._TP, self._TE = pb.TracePacket, pb.TrackEvent
@@ -244,6 +253,63 @@ class PerfettoTraceWriter(TraceWriter):
                 self._put_descriptor(uuid, **self._thread_fields(pid, tid))
 
     # ------------------------------------------------------------------ events
+    def write_typed(self, items, ts=None) -> None:
+        """Append typed items (see :meth:`TraceWriter.write_typed`): a :class:`~sysprof.trace.tracks.CounterRow`
+        straight onto its counter tracks (declared once, with the units of its
+        :class:`~sysprof.trace.tracks.CounterTrack`), an :class:`~sysprof.trace.events.Event` or a dict as
+        :meth:`write` takes it, at its exact ns (``ts`` is not used)."""
+        for item in items:
+            if item.__class__ is CounterRow:
+                self._begin()
+                self._row(item)
+                self._end()
+            elif isinstance(item, Event):
+                self.write(to_chrome(item, TraceTime))
+            else:
+                self.write(item)
+
+    def _begin(self) -> None:
+        if self._closed:
+            raise ValueError(f"PerfettoTraceWriter for {self.path} is closed")
+        if not self._buf:
+            self._begin_chunk()
+
+    def _end(self) -> None:
+        self._count += 1
+        if len(self._buf) >= BUFFER_BYTES and not self._head:  # a chunk ends between events, never inside one
+            self._drain()
+
+    def _row(self, row: CounterRow) -> None:
+        """A counter track's event as the renderer decided it: its values written where they changed (all of
+        them the first time in a chunk), NaN where one ended; one repeated where none changed, so its time
+        survives."""
+        track, args, changed = row.track, row.args, row.changed
+        entry = self._typed.get(id(track))
+        if entry is None:
+            if not args:
+                return  # nothing known yet: nothing to say
+            group = _Group(self._descriptor(parent_uuid=self._track(track.pid, track.tid), name=track.name),
+                           track.name, track.cat, dict(zip(track.keys, track.units)))
+            self._typed[id(track)] = (track, group)  # (the track kept alive: its id stays its own)
+        else:
+            group = entry[1]
+        declared = group.tracks
+        if group.chunk != self._chunk or changed is None:  # its first in this chunk (the reader's values were
+            # cleared): all of them, NaN for those without a value now
+            values = [(k, args.get(k, _NAN)) for k in track.keys if k in args or k in declared]
+        else:
+            values = [(k, args.get(k, _NAN)) for k, c in zip(track.keys, changed)
+                      if c and (k in args or k in declared)]
+            if not values:
+                k = next(iter(args), None)
+                values = [] if k is None else [(k, args[k])]
+        if not values:
+            return
+        group.chunk = self._chunk
+        ns = row.t_ns
+        for lo in range(0, len(values), MAX_VALUES):
+            self._counter_packet(group, values[lo:lo + MAX_VALUES], ns)
+
     def write(self, event: dict) -> None:
         """Append one trace event (a Chrome-style dict).
 
@@ -251,10 +317,7 @@ class PerfettoTraceWriter(TraceWriter):
             ValueError: the writer is closed, or the event's ``ts`` is not a non-negative number.
             TypeError: an arg is not JSON serializable (nothing is written).
         """
-        if self._closed:
-            raise ValueError(f"PerfettoTraceWriter for {self.path} is closed")
-        if not self._buf:
-            self._begin_chunk()
+        self._begin()
         ph = event.get("ph")
         if ph != "C":  # a command line, a name, a marker's args: lone surrogates, which protobuf refuses, as U+FFFD
             event = encodable(event)
@@ -266,9 +329,7 @@ class PerfettoTraceWriter(TraceWriter):
             self._slice_or_instant(event, ph)
         else:
             self._stored(event)
-        self._count += 1
-        if len(self._buf) >= BUFFER_BYTES and not self._head:  # a chunk ends between events, never inside one
-            self._drain()
+        self._end()
 
     def _counter(self, event: dict) -> None:
         ns = ts_ns(event["ts"])
@@ -311,7 +372,8 @@ class PerfettoTraceWriter(TraceWriter):
             return self._use(track[0])
         channel = join_channel(group.name, key)
         label = channel if _key_from_channel(group.name, channel) == key else f"{group.name}/{key}"
-        counter = dict(counter_unit(self._pb, self._units.get(channel)))
+        unit = self._units.get(channel) if group.units is None else group.units.get(key)
+        counter = dict(counter_unit(self._pb, unit))
         if group.cat is not None:
             counter["categories"] = [group.cat]
         uuid = self._descriptor(parent_uuid=group.uuid, name=label, counter=self._pb.CounterDescriptor(**counter))

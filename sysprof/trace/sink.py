@@ -3,9 +3,11 @@ stream's typed events, the head and the stop event, into one trace writer (Chrom
 Perfetto's ``.pftrace``: :func:`~sysprof.trace.perfetto.writer_class_for`).
 
 The rows go through one renderer: :class:`~sysprof.trace.tracks.EventBuilder` (the changes-only rule, the NaN
-rule and each channel's resolution, once), or for a Chrome JSON trace at integer µs without rounding the
-:class:`~sysprof.trace.tracks.RowTemplate` fast path (the same events, as text). Events of the stream are written
-by :func:`~sysprof.trace.events.to_chrome` with the writer's time rule, merged with the rows in time order.
+rule and each channel's resolution, once), whose typed rows (:class:`~sysprof.trace.tracks.CounterRow`) and the
+stream's typed events go to the writer merged in time order (:meth:`~sysprof.trace.chrome.TraceWriter.write_typed`:
+the JSON writers render them with the sink's time rule, Perfetto's writes them onto its counter tracks); or, for a
+Chrome JSON trace at integer µs without rounding, the :class:`~sysprof.trace.tracks.RowTemplate` fast path (the
+same events, as text).
 """
 from __future__ import annotations
 
@@ -24,16 +26,13 @@ __all__ = ["TraceSink", "COUNTED_STATS"]
 COUNTED_STATS = ("taken", "dropped", "missed_deadlines")
 
 
-def _event_ts(event: dict):
-    return event.get("ts", -1)
-
-
 class TraceSink:
     """Writes a session into ``writer`` (see the module).
 
     Args:
-        writer: an open trace writer (``write``, ``write_many``, ``flush``, ``close``; ``write_encoded`` for the
-            fast path; ``timestamp`` where it keeps every ns).
+        writer: an open trace writer (``write_typed``, ``write``, ``flush``, ``close``; ``write_encoded`` for the
+            fast path; ``timestamp`` where it keeps every ns; ``counter_changes``: it takes the rows' per-key
+            changes).
         head: ``head(sink) -> [Event]``: the trace's first events (:func:`sysprof.trace.events.head`), called at
             :meth:`open` once the time rule is known.
         system_pid, process_pid: the tracks' pids (``process/*`` and ``process_tree/*`` on ``process_pid``).
@@ -98,14 +97,20 @@ class TraceSink:
         self.writer.flush()
 
     def write_events(self, events: Sequence[ev.Event]) -> None:
-        self.writer.write_many(ev.to_chrome(e, self.ts) for e in events)
+        self.writer.write_typed(events, self.ts)
+
+    def _key(self, item):
+        """An item's place in time (the writer's ``ts``; metadata first), to merge the rows with the events."""
+        if isinstance(item, dict):
+            return item.get("ts", -1)
+        return -1 if getattr(item, "kind", None) == ev.METADATA else self.ts(item.t_ns)
 
     def take(self, chunk) -> None:
         batch, builder, writer = chunk.batch, self.builder, self.writer
         if writer.closed:
             return
         n = len(batch)
-        others: Any = [ev.to_chrome(e, self.ts) for e in chunk.events]
+        others = chunk.events
         if self.rows is not None:  # the fast path: the rows as text, then the other events (readers sort)
             if n:
                 builder.rows += n
@@ -117,17 +122,17 @@ class TraceSink:
             if chunk.final:
                 for text, count in self.rows.finish():
                     writer.write_encoded(text, count)
-            writer.write_many(others)
+            writer.write_typed(others, self.ts)
             return
-        rows: Any = builder.events(batch) if n else ()
+        rows: Any = builder.counter_rows(batch, getattr(writer, "counter_changes", False)) if n else ()
         if n and self.changes_only and self._samples:  # the rows' times: a row per sample when read back
             exact = getattr(writer, "timestamp", None) is not None
             rows = itertools.chain([samples_event(batch.timestamps_ns, self.system_pid,
                                                   self.ts(int(batch.timestamps_ns[0])),
                                                   1 if exact or self.float_ts else 1000)], rows)
         if chunk.final:
-            rows = itertools.chain(rows, _later(builder.finish))
-        writer.write_many(heapq.merge(rows, others, key=_event_ts) if others else rows)
+            rows = itertools.chain(rows, _later(builder.finish_rows))
+        writer.write_typed(heapq.merge(rows, others, key=self._key) if others else rows, self.ts)
 
     def write_stats(self) -> None:
         """The stats counter (``sysprof stats``: the sampler's counts, since :attr:`stats_base`)."""
@@ -158,17 +163,17 @@ class TraceSink:
 
     # ---- a new file (``record --max-size``'s parts) ----
     def end_file(self) -> list:
-        """The events that end the current file (each track's last values, so they hold to its end); the next row
-        then writes every track."""
+        """The rows that end the current file (each track's last values, so they hold to its end: typed
+        :class:`~sysprof.trace.tracks.CounterRow` values); the next row then writes every track."""
         if self.rows is not None:
             out = [(t, k) for t, k in self.rows.finish()]
             self.rows.changes.reset()
             for text, count in out:
                 self.writer.write_encoded(text, count)
             return []
-        events = self.builder.new_file()
-        self.writer.write_many(events)
-        return events
+        rows = self.builder.new_file_rows()
+        self.writer.write_typed(rows, self.ts)
+        return rows
 
 
 def _later(make):

@@ -29,17 +29,18 @@ gives the times, every renderer takes them. Every row (not changes only), such a
 """
 from __future__ import annotations
 
+import itertools
 import json
 from functools import lru_cache
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 from .chrome import counter_args, encode_event
 from .composer import COUNTER_RULES, NAMED_SOURCES, counter_of
 from .events import counter_event
 from .schema import READING_TIME_KEY, join_channel, reading_times_ns, split_channel, units_event
 
-__all__ = ["Track", "TrackLayout", "EventRenderer", "EventBuilder", "RowTemplate", "Quantiser", "counter_event",
-           "numbers"]
+__all__ = ["Track", "TrackLayout", "CounterTrack", "CounterRow", "EventRenderer", "EventBuilder", "RowTemplate",
+           "Quantiser", "counter_event", "numbers"]
 
 PRESETS = ("sysprof", "composer")
 
@@ -321,6 +322,7 @@ class Changes:
     def reset(self) -> None:
         """Forget the previous row: the next row writes every track (a new file)."""
         self.prev = None  # the last row seen (projected values)
+        self.differs = None  # the last mask()'s per-column changes
         self.known = [False] * self.n_tracks  # per track: whether its last event had a value
         self.written_last = None  # per track: whether the last row seen was written
 
@@ -338,6 +340,7 @@ class Changes:
         differs = (values != prev) & ~(np.isnan(values) & np.isnan(prev))
         if self.prev is None:
             differs[0] = True
+        self.differs = differs  # per column: the rows whose value differs from the row before (CounterRow.changed)
         out = np.logical_or.reduceat(differs, self._starts, axis=1)
         self.prev = values[-1].copy()
         self.written_last = out[-1].tolist()
@@ -358,8 +361,40 @@ class Changes:
         return [g for g, done in enumerate(self.written_last) if not done]
 
 
+class CounterTrack:
+    """One counter track as a renderer writes it: event ``name``, ``pid``, ``tid``, category ``cat`` (None: none),
+    args ``keys``, their ``units`` (None where not known; the registry's, from :class:`Track`) and ``idx`` (the
+    track's columns in the renderer's projected rows). A writer declares it once (Perfetto: a counter track per
+    key, with its unit) and takes its :class:`CounterRow` values as they come."""
+
+    __slots__ = ("name", "pid", "tid", "cat", "keys", "units", "idx")
+
+    def __init__(self, name, pid, tid, cat, keys, units, idx) -> None:
+        self.name, self.pid, self.tid, self.cat = name, pid, tid, cat
+        self.keys, self.units, self.idx = tuple(keys), tuple(units), idx
+
+
+class CounterRow(NamedTuple):
+    """One event of a :class:`CounterTrack`, as the renderer decided it (the changes-only and NaN rules applied
+    once, here): at wall-clock ns ``t_ns``, ``args`` the finite values by key (``{}``: the track's values end
+    here), ``changed`` per key of the track whether its value differs from the track's event before (NaN equal
+    to NaN; None: not known, every value is new). ``chrome(ts)`` is the Chrome counter event."""
+
+    track: CounterTrack
+    t_ns: int
+    args: dict
+    changed: Optional[list] = None
+
+    def chrome(self, ts) -> dict:
+        """The counter event of this row, ``ts(t_ns)`` its ``ts`` (the sink's time rule)."""
+        t = self.track
+        return counter_event(t.name, ts(self.t_ns), t.pid, t.tid, self.args, t.cat)
+
+
 class EventRenderer:
-    """Sampler batches -> counter event dicts: one event per track and row.
+    """Sampler batches -> counter events: one event per track and row, as :class:`CounterRow` values
+    (:meth:`counter_rows`, what the trace writers take: :meth:`~sysprof.trace.chrome.TraceWriter.write_typed`) or
+    as Chrome counter dicts (:meth:`events`).
 
     With ``changes_only`` (the default) a track's event is written only for rows where one of its values differs
     from the row before (NaN equal to NaN), plus the first row; :meth:`finish` writes every track's last row
@@ -382,9 +417,10 @@ class EventRenderer:
         self.float_ts = float_ts
         self.changes_only = changes_only
         self.rows = 0
-        self._tracks = [(t.name, pid if t.pid is None else t.pid, tid, None if t.category is None else t.category,
-                         np.arange(lo, hi, dtype=np.intp), t.keys)
-                        for t, (_, _, _, lo, hi) in zip(layout.tracks, layout.series)]
+        #: the :class:`CounterTrack` of each track of the layout
+        self.tracks = [CounterTrack(t.name, pid if t.pid is None else t.pid, tid, t.category, t.keys, t.units,
+                                    np.arange(lo, hi, dtype=np.intp))
+                       for t, (_, _, _, lo, hi) in zip(layout.tracks, layout.series)]
         self._changes = Changes([(lo, hi) for _, _, _, lo, hi in layout.series])
         self._quantise = Quantiser(decimals) if decimals is not None and any(d is not None for d in decimals) \
             else None
@@ -393,65 +429,87 @@ class EventRenderer:
     def ts(self, t_ns: int):
         return round(t_ns / 1000.0, 3) if self.float_ts else t_ns // 1000
 
-    def events(self, batch) -> list:
-        """The events of ``batch`` (``timestamps_ns``, ``values`` rows x channels), in time order, tracks in channel
-        order within a row."""
+    def counter_rows(self, batch, changed: bool = False) -> list:
+        """The :class:`CounterRow` events of ``batch`` (``timestamps_ns``, ``values`` rows x channels), in time
+        order, tracks in channel order within a row; ``changed``: with each row's per-key changes (what a writer
+        that writes a value only when it changes needs)."""
         import numpy as np
 
         n = len(batch)
         self.rows += n
-        if n == 0 or not self._tracks:
+        if n == 0 or not self.tracks:
             return []
         ts_ns = batch.timestamps_ns.tolist()
-        ts = [self.ts(t) for t in ts_ns]
         values = self.layout.project(batch.values)
         if self._quantise is not None:
             values = self._quantise(values)
-        mask = self._changes.mask(values) if self.changes_only else None
+        mask = self._changes.mask(values) if self.changes_only or changed else None
+        differs = self._changes.differs if changed else None
+        if not self.changes_only:
+            mask = None
         track_ns = self.layout.track_times_ns(batch.timestamps_ns, batch.values)
         self._last_ts_ns = ts_ns[-1]
         rule = self._changes.args
         out = []
-        for g, (name, pid, tid, cat, idx, keys) in enumerate(self._tracks):
+        for g, track in enumerate(self.tracks):
             own = track_ns.get(g)
             if mask is not None:
                 rows = np.flatnonzero(mask[:, g]).tolist()
             else:
                 rows = range(n) if own is None else np.flatnonzero(new_readings(own)).tolist()
             if len(rows):
-                at = ts if own is None else [self.ts(t) for t in own.tolist()]
-                for r, v in zip(rows, numbers(values[rows][:, idx])):
+                at = ts_ns if own is None else own.tolist()
+                idx, keys = track.idx, track.keys
+                flags = differs[rows][:, idx].tolist() if differs is not None and (mask is not None or own is None) \
+                    else itertools.repeat(None)  # (a timed track, every row: its rows between readings unseen)
+                for r, v, c in zip(rows, numbers(values[rows][:, idx]), flags):
                     args = rule(g, keys, v)
                     if args is not None:
-                        out.append((r, counter_event(name, at[r], pid, tid, args, cat)))
+                        out.append((r, CounterRow(track, at[r], args, c)))
         out.sort(key=lambda e: e[0])  # stable: time order, tracks in channel order within a row
         return [e for _, e in out]
+
+    def events(self, batch) -> list:
+        """:meth:`counter_rows` as Chrome counter event dicts (``ts`` by :meth:`ts`)."""
+        ts = self.ts
+        return [row.chrome(ts) for row in self.counter_rows(batch)]
 
     @property
     def last_ns(self):
         """The time (ns) of the last row seen, None before the first."""
         return self._last_ts_ns
 
-    def new_file(self) -> list:
-        """The events that end this file (:meth:`finish`); the next row then writes every track (a new file starts
-        with every value)."""
-        out = self.finish()
+    def new_file_rows(self) -> list:
+        """The rows that end this file (:meth:`finish_rows`); the next row then writes every track (a new file
+        starts with every value)."""
+        out = self.finish_rows()
         self._changes.reset()
         return out
 
-    def finish(self) -> list:
-        """Events that repeat the last row for every track not written at that row (the trace's end)."""
+    def new_file(self) -> list:
+        """:meth:`new_file_rows` as event dicts."""
+        ts = self.ts
+        return [row.chrome(ts) for row in self.new_file_rows()]
+
+    def finish_rows(self) -> list:
+        """Rows that repeat the last row for every track not written at that row (the trace's end); nothing in
+        them changed."""
         if not self.changes_only or self._changes.prev is None:
             return []
-        t = self.ts(self._last_ts_ns)
+        t = self._last_ts_ns
         last = numbers(self._changes.prev[None, :])[0]
         out = []
         for g in self._changes.finish_tracks():
-            name, pid, tid, cat, idx, keys = self._tracks[g]
-            args = self._changes.args(g, keys, [last[i] for i in idx.tolist()])
+            track = self.tracks[g]
+            args = self._changes.args(g, track.keys, [last[i] for i in track.idx.tolist()])
             if args is not None:
-                out.append(counter_event(name, t, pid, tid, args, cat))
+                out.append(CounterRow(track, t, args, [False] * len(track.keys)))
         return out
+
+    def finish(self) -> list:
+        """:meth:`finish_rows` as event dicts."""
+        ts = self.ts
+        return [row.chrome(ts) for row in self.finish_rows()]
 
 
 class EventBuilder(EventRenderer):
