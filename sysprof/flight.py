@@ -775,3 +775,41 @@ def _balance(events: list, first_ts, last_ts) -> tuple:
             e.update(ph="E", ts=last_ts, args={"closed": "window end"})
             closing.append(e)
     return opened[::-1], closing
+
+
+class FlightSink:
+    """A :class:`FlightRecorder` as a sink of a recording session (:class:`sysprof.pipeline.Session`, whose
+    :class:`~sysprof.pipeline.Sink` interface it has): each chunk's events (Chrome events by the recorder's time
+    rule), then its rows; the session's stop closes the recorder (the pending dumps written).
+
+    ``head``: ``head(start) -> [Event]``, the typed events that open every dump
+    (:func:`sysprof.trace.events.head`), taken at the session's start; None: the recorder's own. The session's GPU
+    XID instants are left out: the recorder finds the XIDs in the rows it is fed (its ``xid`` trigger) and keeps
+    their instants itself."""
+
+    name = "flight recorder"
+
+    def __init__(self, recorder: FlightRecorder, head: Optional[Callable] = None) -> None:
+        self.recorder = recorder
+        self._head = head
+
+    def open(self, start) -> None:
+        if self._head is not None:
+            from .trace.events import chrome_events
+
+            self.recorder.head = chrome_events(self._head(start), self.recorder.ts)
+
+    def take(self, chunk) -> None:
+        from .trace.events import to_chrome
+        from .trace.gpu_events import XID_EVENT
+
+        rec = self.recorder
+        if chunk.events:
+            rec.feed_events([to_chrome(e, rec.ts) for e in chunk.events if e.name != XID_EVENT])
+        rec.feed(chunk.batch)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self, stop: dict) -> None:
+        self.recorder.close()
