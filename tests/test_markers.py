@@ -182,6 +182,39 @@ def test_receiver_balances_spans(tmp_path):
     assert [(s.name, s.start_us, s.end_us) for s in spans] == [("outer", 2, 4), ("inner", 3, 4), ("open", 5, 9000)]
 
 
+def test_markers_producer_holds_back_what_is_newer_than_the_rows(tmp_path):
+    """The session's producer: a drain gives the markers up to its batch's newest row; the stop gives the rest,
+    open spans closed at the stop; the stop event gets the counts in ``stats``."""
+    import time
+
+    import numpy as np
+
+    from sysprof.markers.receiver import Markers
+
+    class Rows:
+        def __init__(self, *t):
+            self.timestamps_ns = np.array(t, dtype=np.int64)
+
+        def __len__(self):
+            return len(self.timestamps_ns)
+
+    rec = MarkerReceiver(directory=str(tmp_path))
+    producer = Markers(rec)
+    pid, now = os.getpid(), time.time_ns()
+    ring = R.Ring(rec.path, pid, native=False)
+    _put(ring, now - 3000, 5, R.BEGIN, 0, b"a")
+    _put(ring, now - 1000, 5, R.INSTANT, 0, b"i")
+    got = _chrome(producer.take(Rows(now - 2000), None), lambda ns: ns)
+    assert [(e["ph"], e["name"], e.get("ts")) for e in got] == [("M", "process_name", None), ("B", "a", now - 3000)]
+    assert producer.take(Rows(), None) == []  # no rows: held back (under HOLD_NS old)
+    got = _chrome(producer.take(Rows(), now), lambda ns: ns)
+    assert [(e["ph"], e["name"], e["ts"], e.get("args")) for e in got] == [
+        ("i", "i", now - 1000, None), ("E", "a", now, {"closed": "at stop"})]
+    assert producer.stop_args() == {"stats": {"markers": 2, "markers_dropped": 0}}
+    assert not os.path.exists(rec.path)
+    ring.close()
+
+
 def test_receiver_closes_spans_of_an_exited_process(tmp_path):
     ns_ts = lambda ns: ns  # noqa: E731 - the trace's ts in ns here
     rec = MarkerReceiver(directory=str(tmp_path))

@@ -417,7 +417,7 @@ class _Recording:
         """Stop the session (the sampler stopped, the last rows and markers, the stop event, the trace closed;
         each step guarded, so the stop event and the close are always tried)."""
         if self.session is not None:
-            self.session.stop(self._stop_args)  # idempotent: after the free-space floor, nothing more
+            self._stop()
         else:  # the session could not be assembled: the sampler stopped, the trace closed
             self._guard(self.sampler.stop)
             if self.writer is not None:
@@ -425,6 +425,11 @@ class _Recording:
         if self.markers is not None:  # its directory goes, whatever ended the recording (idempotent)
             self._guard(self.markers.close)
         self._guard(self.status.clear)
+
+    def _stop(self) -> None:
+        """Stop the session (the last rows, the stop event, the trace closed) and count a part's bytes; once."""
+        if self.session.stop(self._stop_args) is not None and self.parts is not None:
+            self._guard(self.parts.finished)
 
     def _stop_args(self, args: dict, next_part=None) -> None:
         """``record``'s part of the stop event's arguments, added to the session's ``args`` (in place): the
@@ -492,7 +497,7 @@ class _Recording:
         avail, floor = low
         self.stopped = {"reason": "low disk space", "available_bytes": avail, "min_free_bytes": floor,
                         "folder": self.guard.folder}
-        self.session.stop(self._stop_args)
+        self._stop()
         self._guard(self.status.clear)
         print(f"{PROG}: stopped writing {self.output}: {human_bytes(avail)} available on its file system, under "
               f"--min-free {human_bytes(floor)}; the command runs on, unrecorded", file=sys.stderr, flush=True)
