@@ -128,7 +128,7 @@ def bench_mark(cfg, sysprof) -> Dict[str, Any]:
     off = _child(["timer", "with", "hoisted", "instant", "decorated"], n, chunk, {})
     writers = ["python"] + (["native"] if _native_writer() is not None else [])
     runs = {}
-    rec = MarkerReceiver(lambda ns: ns)  # the markers' directory; the child reads its own ring between chunks
+    rec = MarkerReceiver()  # the markers' directory; the child reads its own ring between chunks
     try:
         for w in writers:
             cases = ["timer", "with", "hoisted", "instant", "instant_args", "decorated"]

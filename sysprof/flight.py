@@ -1270,22 +1270,34 @@ def _balance(events: list, first_ts, last_ts) -> tuple:
 
 
 class FlightSink:
-    """The flight recorder as a sink of a recording session (:mod:`sysprof.pipeline`): each chunk's events
-    (written with the recorder's time rule) and rows are fed to it; the session's stop closes it (the dumps still
-    pending are written)."""
+    """A :class:`FlightRecorder` as a sink of a recording session (:class:`sysprof.pipeline.Session`, whose
+    :class:`~sysprof.pipeline.Sink` interface it has): each chunk's typed events (written by the recorder's time
+    rule, steps timed on their ns), then its rows; the session's stop closes the recorder (the pending dumps written).
+
+    ``head``: ``head(start) -> [Event]``, the typed events that open every dump
+    (:func:`sysprof.trace.events.head`), taken at the session's start; None: the recorder's own. The session's GPU
+    XID instants are left out: the recorder finds the XIDs in the rows it is fed (its ``xid`` trigger) and keeps
+    their instants itself."""
 
     name = "flight recorder"
 
-    def __init__(self, recorder: FlightRecorder) -> None:
+    def __init__(self, recorder: FlightRecorder, head: Optional[Callable] = None) -> None:
         self.recorder = recorder
+        self._head = head
 
     def open(self, start) -> None:
-        pass
+        if self._head is not None:
+            from .trace.events import chrome_events
+
+            self.recorder.head = chrome_events(self._head(start), self.recorder.ts)
 
     def take(self, chunk) -> None:
+        from .trace.gpu_events import XID_EVENT
+
+        rec = self.recorder
         if chunk.events:
-            self.recorder.feed_typed(chunk.events)
-        self.recorder.feed(chunk.batch)
+            rec.feed_typed([e for e in chunk.events if e.name != XID_EVENT])
+        rec.feed(chunk.batch)
 
     def flush(self) -> None:
         pass

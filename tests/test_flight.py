@@ -290,6 +290,33 @@ def test_dump_event_from_the_markers_triggers(tmp_path):
     assert (written["trigger"], written["reason"]) == ("dump", "from the program")
 
 
+def test_flight_sink_feeds_a_sessions_stream(tmp_path):
+    """FlightSink: the head's typed events by the recorder's time rule, each chunk's events then its rows (a dump
+    instant triggers), the session's XID instants left out (the recorder finds its own in the rows), the stop
+    closes the recorder."""
+    from sysprof.flight import FlightSink
+    from sysprof.pipeline import Chunk, Start
+    from sysprof.trace import events as ev
+
+    rec = _recorder(tmp_path)
+    sink = FlightSink(rec, head=lambda start: [ev.instant("sysprof start", start.t_start_ns, 4242, {"x": 1})])
+    sink.open(Start(None, CH, T0))
+    assert rec.head == [{"name": "sysprof start", "ph": "i", "s": "g", "ts": T0 // 1000, "pid": 4242, "tid": 0,
+                         "args": {"x": 1}}]
+    at = T0 + 50 * 10 * MS
+    sink.take(Chunk(_rows(0, 100), [ev.instant(XID_EVENT, at, 4242, {"gpu": 0, "xid": 79}),
+                                     ev.instant(DUMP_EVENT, at, 7, {"reason": "asked"}, 7, "t")], at))
+    sink.take(Chunk(_rows(100, 300), [], at))
+    sink.close({})
+    assert rec.closed
+    (written,) = rec.written
+    assert (written["trigger"], written["reason"]) == ("dump", "asked")
+    events = read_trace(written["path"])
+    assert events[0]["name"] == "sysprof start" and events[0]["args"]["x"] == 1
+    assert [e["name"] for e in events if e.get("ph") == "i"] == ["sysprof start", DUMP_EVENT, FLIGHT_EVENT,
+                                                                 "sysprof stop"]
+
+
 def test_options_of_callbacks():
     assert FlightOptions.of(30) == FlightOptions(window_s=30.0)
     assert FlightOptions.of("500ms").window_s == 0.5

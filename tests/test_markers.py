@@ -14,6 +14,12 @@ from sysprof.markers import ring as R
 from sysprof.markers.receiver import MarkerReceiver
 from sysprof.report import TraceData
 from sysprof.trace.chrome import read_trace
+from sysprof.trace.events import chrome_events
+
+
+def _chrome(events, ts=lambda ns: ns // 1000):
+    """The receiver's typed events as a trace writes them (``ts`` in µs by default)."""
+    return chrome_events(events, ts)
 
 
 def _run_child(code, env_extra=None, env_drop=(), timeout=60):
@@ -147,7 +153,7 @@ def test_reader_skips_a_file_not_ready(tmp_path):
 
 # ---- the receiver's events ----
 def test_receiver_balances_spans(tmp_path):
-    rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
+    rec = MarkerReceiver(directory=str(tmp_path))
     pid = os.getpid()
     ring = R.Ring(rec.path, pid, native=False)
     put = lambda *a: _put(ring, *a)  # noqa: E731
@@ -158,7 +164,7 @@ def test_receiver_balances_spans(tmp_path):
     put(5000, 6, R.BEGIN, R.NAME_TRUNCATED, b"open")
     put(4500, 6, R.INSTANT, R.ARGS_DROPPED, b"tick")  # stamped before the thread's last: kept in order
     put(6000, 6, R.INSTANT, 0, b"args", b'{"step":3,"loss":0.5}')
-    events = rec.drain()
+    events = _chrome(rec.drain())
     meta = [e for e in events if e["ph"] == "M"]
     assert [e["name"] for e in meta][:1] == ["process_name"] and meta[0]["pid"] == pid
     timed = [e for e in events if e["ph"] != "M"]
@@ -168,7 +174,7 @@ def test_receiver_balances_spans(tmp_path):
     assert timed[4]["args"] == {"name_truncated": True}
     assert timed[5]["args"] == {"args_dropped": True} and timed[6]["args"] == {"step": 3, "loss": 0.5}
     assert rec.stats() == {"markers": 7, "markers_dropped": 0}
-    end = rec.finish(9_000_000)
+    end = _chrome(rec.finish(9_000_000))
     assert end == [{"name": "open", "cat": "sysprof.mark", "ph": "E", "ts": 9000, "pid": pid, "tid": 6,
                     "args": {"closed": "at stop"}}]
     assert not os.path.exists(rec.path) and rec.drain() == []
@@ -176,17 +182,52 @@ def test_receiver_balances_spans(tmp_path):
     assert [(s.name, s.start_us, s.end_us) for s in spans] == [("outer", 2, 4), ("inner", 3, 4), ("open", 5, 9000)]
 
 
+def test_markers_producer_holds_back_what_is_newer_than_the_rows(tmp_path):
+    """The session's producer: a drain gives the markers up to its batch's newest row; the stop gives the rest,
+    open spans closed at the stop; the stop event gets the counts in ``stats``."""
+    import time
+
+    import numpy as np
+
+    from sysprof.markers.receiver import Markers
+
+    class Rows:
+        def __init__(self, *t):
+            self.timestamps_ns = np.array(t, dtype=np.int64)
+
+        def __len__(self):
+            return len(self.timestamps_ns)
+
+    rec = MarkerReceiver(directory=str(tmp_path))
+    producer = Markers(rec)
+    pid, now = os.getpid(), time.time_ns()
+    ring = R.Ring(rec.path, pid, native=False)
+    _put(ring, now - 3000, 5, R.BEGIN, 0, b"a")
+    _put(ring, now - 1000, 5, R.INSTANT, 0, b"i")
+    got = _chrome(producer.take(Rows(now - 2000), None), lambda ns: ns)
+    assert [(e["ph"], e["name"], e.get("ts")) for e in got] == [("M", "process_name", None), ("B", "a", now - 3000)]
+    assert producer.take(Rows(), None) == []  # no rows: held back (under HOLD_NS old)
+    got = _chrome(producer.take(Rows(), now), lambda ns: ns)
+    assert [(e["ph"], e["name"], e["ts"], e.get("args")) for e in got] == [
+        ("i", "i", now - 1000, None), ("E", "a", now, {"closed": "at stop"})]
+    assert producer.stop_args() == {"stats": {"markers": 2, "markers_dropped": 0}}
+    assert not os.path.exists(rec.path)
+    ring.close()
+
+
 def test_receiver_closes_spans_of_an_exited_process(tmp_path):
-    rec = MarkerReceiver(lambda ns: ns, directory=str(tmp_path))
+    ns_ts = lambda ns: ns  # noqa: E731 - the trace's ts in ns here
+    rec = MarkerReceiver(directory=str(tmp_path))
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(child.stdout)
     ring = R.Ring(rec.path, dead, native=False)
     _put(ring, 100, dead, R.BEGIN, 0, b"work")
     for _ in range(3):
         ring.drop()
-    assert [e["ph"] for e in rec.drain() if e["ph"] != "M"] == ["B"]  # mapped (locked) here: its producer lives
+    # mapped (locked) here: its producer lives
+    assert [e["ph"] for e in _chrome(rec.drain(), ns_ts) if e["ph"] != "M"] == ["B"]
     ring.close()  # the producer's end: its mapping, and with it its lock, gone
-    events = rec.drain()
+    events = _chrome(rec.drain(), ns_ts)
     assert [(e["ph"], e["name"], e.get("args")) for e in events if e["ph"] != "M"] == [
         ("E", "work", {"closed": "process exited"})]
     assert not os.path.exists(ring.path)  # retired: its file removed, its drops still counted
@@ -236,7 +277,7 @@ def test_recorder_that_never_drains_drops_without_blocking(tmp_path, writer):
 
 
 def test_odd_names_through_a_child(tmp_path, writer):
-    rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
+    rec = MarkerReceiver(directory=str(tmp_path))
     _run_child("""
         import sysprof
         for name in ["", "tab\\there \\"quoted\\"", "nul\\0byte", "bad \\udcff", b"\\xffraw", 7, "é" * 150,
@@ -245,7 +286,7 @@ def test_odd_names_through_a_child(tmp_path, writer):
         sysprof.mark_instant("big args", blob="x" * 300)
         sysprof.mark_instant("unserialisable", obj=object(), nan=float("nan"))
     """, {R.ENV: rec.path, **writer})
-    events = [e for e in rec.drain() if e["ph"] == "i"]
+    events = [e for e in _chrome(rec.drain()) if e["ph"] == "i"]
     rec.close()
     assert [e["name"] for e in events] == ["", 'tab\there "quoted"', "nul\0byte", "bad \\udcff", "\ufffdraw", "7",
                                            "é" * 100, "日本語", "big args", "unserialisable"]
@@ -397,23 +438,23 @@ def test_reader_takes_only_published_records_and_rejects_impossible_ones(tmp_pat
 
 
 def test_receiver_reports_a_damaged_and_a_replaced_ring(tmp_path):
-    rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
+    rec = MarkerReceiver(directory=str(tmp_path))
     pid = os.getpid()
     ring = R.Ring(rec.path, pid, native=False)
     _put(ring, 1000, 5, R.BEGIN, 0, b"a")
-    assert [e["ph"] for e in rec.drain() if e["ph"] != "M"] == ["B"]
+    assert [e["ph"] for e in _chrome(rec.drain()) if e["ph"] != "M"] == ["B"]
     # replaced under its name: the producer still writes into the file it mapped, which the recorder keeps reading
     other = R.Ring(str(tmp_path), pid, native=False)
     _put(other, 3000, 6, R.INSTANT, 0, b"other")
     os.replace(other.path, ring.path)
     _put(ring, 2000, 5, R.END, 0, b"a")
-    got = [(e["ph"], e["name"]) for e in rec.drain() if e["ph"] != "M"]
+    got = [(e["ph"], e["name"]) for e in _chrome(rec.drain()) if e["ph"] != "M"]
     assert got == [("E", "a"), ("i", "other")]
     # truncated: the rest of that process's markers are lost, and said so; the recording goes on
     _put(other, 4000, 6, R.INSTANT, 0, b"lost")
     os.truncate(ring.path, 4096)  # the file now at the name: the one `other` mapped
     assert rec.problems() == ""
-    assert [e for e in rec.drain() if e["ph"] != "M"] == [] and rec.stats()["markers"] == 3
+    assert [e for e in _chrome(rec.drain()) if e["ph"] != "M"] == [] and rec.stats()["markers"] == 3
     assert rec.problems().endswith(": its ring file was truncated or resized; its markers from then on were lost")
     (tmp_path / os.path.basename(rec.path) / "9-9.ring").write_bytes(b"junk")  # never a ring
     rec.drain()
@@ -468,7 +509,7 @@ def test_markers_on_a_nearly_full_tmpfs_never_raise_a_signal(tmp_path, writer):
 FULL = """
 import json, os, subprocess, sys
 from sysprof.markers.receiver import MarkerReceiver
-rec = MarkerReceiver(lambda ns: ns, directory=os.environ["TMPDIR"])
+rec = MarkerReceiver(directory=os.environ["TMPDIR"])
 fd = os.open(os.path.join(os.environ["TMPDIR"], "filler"), os.O_WRONLY | os.O_CREAT)
 try:  # fill the tmpfs to the last block
     while True:
@@ -505,7 +546,7 @@ def test_markers_on_a_full_tmpfs_never_raise_a_signal(tmp_path, writer):
 def test_a_hostile_ring_never_stops_the_other_rings(tmp_path):
     """A ring whose header holds an impossible pid (2**40) or counts: the other processes' markers still arrive,
     and absurd counts are not believed (issue 26 QA)."""
-    rec = MarkerReceiver(lambda ns: ns // 1000, directory=str(tmp_path))
+    rec = MarkerReceiver(directory=str(tmp_path))
     bad = bytearray(R.ring_size())
     R._INFO.pack_into(bad, 8, R.SLOT_SIZE, R.NSLOTS, 2 ** 40, 0)
     R._I64.pack_into(bad, R.DROPPED_AT, 2 ** 62)
@@ -513,9 +554,9 @@ def test_a_hostile_ring_never_stops_the_other_rings(tmp_path):
     (tmp_path / os.path.basename(rec.path) / "1-1.ring").write_bytes(bytes(bad))
     good = R.Ring(rec.path, os.getpid(), native=False)
     _put(good, 1000, 5, R.INSTANT, 0, b"kept")
-    assert [e["name"] for e in rec.drain() if e["ph"] == "i"] == ["kept"]
+    assert [e["name"] for e in _chrome(rec.drain()) if e["ph"] == "i"] == ["kept"]
     _put(good, 2000, 5, R.INSTANT, 0, b"kept too")
-    assert [e["name"] for e in rec.drain() if e["ph"] == "i"] == ["kept too"]
+    assert [e["name"] for e in _chrome(rec.drain()) if e["ph"] == "i"] == ["kept too"]
     assert rec.stats()["markers_dropped"] <= R.MAX_COUNT
     good.close()
     rec.close()

@@ -5,8 +5,8 @@ around each anomaly: a slow step, a GPU XID, a clocks-event reason turning on, S
 ``DIR/trace.json.gz``, the whole run decimated to a row per EVERY (the recorder writes it).
 
 :class:`FlightRecording` is ``record``'s recording (:class:`sysprof.cli.record._Recording`: the sampler, the
-command, the signals, the markers, the loop) with the trace file replaced by the flight recorder: the rows and
-the markers' events go to it, not to a writer."""
+command, the signals, the markers, the loop) with the trace file's sink replaced by the flight recorder's
+(:class:`sysprof.flight.FlightSink`): the rows and the session's events go to it, not to a writer."""
 from __future__ import annotations
 
 import collections
@@ -16,7 +16,6 @@ import sys
 import time
 
 from ..report import human_bytes
-from ..trace.chrome import TraceWriter
 from .child import _resolve_command
 from .common import PROG, CLIError, parse_size, parse_time
 from .output import DEFAULT_MIN_FREE
@@ -85,7 +84,7 @@ _FLAGS = {"window_s": "--flight", "min_gap_s": "--flight-gap", "max_dumps": "--f
 
 class _Folder:
     """``-o DIR`` of a flight recording, in the place of the trace file (:class:`sysprof.cli.output._Output`'s
-    interface): made if missing, its writer a :class:`_NoTrace`."""
+    interface): made if missing."""
 
     regular = True
 
@@ -101,9 +100,6 @@ class _Folder:
     def truncate(self) -> None:
         pass
 
-    def writer(self, writer_class):
-        return _NoTrace()
-
     def discard(self) -> None:
         pass
 
@@ -111,30 +107,9 @@ class _Folder:
         pass
 
 
-class _NoTrace(TraceWriter):
-    """The trace writer of a flight recording: writes nothing (the dumps are the flight recorder's);
-    ``bytes_written``: the dumps'."""
-
-    def __init__(self):
-        self.flight = None
-
-    def write(self, event: dict) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self._closed = True
-
-    @property
-    def bytes_written(self) -> int:
-        return self.flight.bytes_written if self.flight is not None else 0
-
-
 class FlightRecording(_Recording):
-    """``record --flight``: the rows and markers go to a :class:`~sysprof.flight.FlightRecorder` (made at the
-    first drain, with the head ``record`` would write); SIGUSR1 triggers a dump (its handler sets a flag)."""
+    """``record --flight``: the session's sink is a :class:`~sysprof.flight.FlightRecorder` (its dumps' head the
+    one ``record`` would write); SIGUSR1 triggers a dump (its handler sets a flag)."""
 
     @staticmethod
     def preflight(args, command) -> None:
@@ -161,6 +136,9 @@ class FlightRecording(_Recording):
     def _open_output(self):
         return _Folder(self.output)
 
+    def _writer(self):
+        return None  # the dumps are the flight recorder's
+
     def start(self, *a, **kw) -> None:
         try:  # a flag only; restored with the other handlers (_Signals.restore)
             self.signals.old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._usr1)
@@ -169,32 +147,35 @@ class FlightRecording(_Recording):
         super().start(*a, **kw)
 
     def _usr1(self, signum, frame) -> None:
-        self.usr1_ns = time.time_ns()
+        if self.flight is not None:
+            self.flight.signalled_ns = time.time_ns()  # taken at its next feed
+        else:
+            self.usr1_ns = time.time_ns()
 
-    def _recorder(self):
-        if self.flight is None:
-            from ..flight import FlightRecorder
+    def _sink(self):
+        from ..flight import FlightRecorder, FlightSink
+        from ..trace.tracks import EventBuilder
 
-            sampler = self.sampler
-            self.flight = FlightRecorder(
-                self.output, tuple(sampler.channels), sampler.interval, self.options, head=self.head,
-                float_ts=self.float_ts, pid=self.my_pid,
-                process_pid=next((pid for _, pid, _, _ in self.builder.groups if pid != self.my_pid), None),
-                stop_args=lambda: {"stats": dict(sampler.stats), "errors": self._errors()},
-                notify=self.lines.append)
-            self.writer.flight = self.flight
-            if self.flight.cut and not self.quiet:
-                print(f"{PROG}: --flight: {self.flight.cut}", file=sys.stderr, flush=True)
-        return self.flight
+        sampler, my_pid = self.sampler, self.my_pid
+        builder = EventBuilder(tuple(sampler.channels), system_pid=my_pid, process_pid=self._process_pid())
+        self.flight = FlightRecorder(
+            self.output, tuple(sampler.channels), sampler.interval, self.options, float_ts=self.float_ts, pid=my_pid,
+            process_pid=next((pid for _, pid, _, _ in builder.groups if pid != my_pid), None),
+            stop_args=lambda: {k: v for k, v in self.session.stop_args().items() if k in ("stats", "errors")},
+            notify=self.lines.append)
+        self.flight.signalled_ns, self.usr1_ns = self.usr1_ns, None
+        if self.flight.cut and not self.quiet:
+            print(f"{PROG}: --flight: {self.flight.cut}", file=sys.stderr, flush=True)
+        return FlightSink(self.flight, head=lambda start: self._head(builder))
 
-    def _write_rows(self, batch, stop_ns=None) -> None:
-        flight = self._recorder()
-        self.builder.rows += len(batch)
-        if self.usr1_ns is not None:
-            flight.signalled_ns, self.usr1_ns = self.usr1_ns, None
-        flight.feed_events(self._marks(batch, stop_ns))
-        flight.feed_events(self.interval_events.events())  # the budget's interval changes, at their times
-        flight.feed(batch)
+    def _written(self) -> int:
+        return self.session.rows if self.session is not None else 0
+
+    def _bytes_shown(self) -> int:
+        return self.flight.bytes_written if self.flight is not None else 0
+
+    def _drained(self, elapsed: float) -> None:
+        super()._drained(elapsed)
         self._say()
 
     def _say(self) -> None:
@@ -208,13 +189,9 @@ class FlightRecording(_Recording):
     def _check_space(self) -> None:
         pass  # the flight recorder looks before and while it writes each dump; the recording goes on
 
-    def _end_file(self, next_part=None) -> None:
-        self.t_end_ns = time.time_ns()
-        self._guard(self._final_rows)
-        if self.flight is not None:
-            self._guard(self.flight.close)
+    def _finish(self) -> None:
+        super()._finish()  # the session's stop closes the flight recorder: the pending dumps written
         self._say()
-        self._guard(self.writer.close)
 
     def _conclude(self) -> int:
         quiet, self.quiet = self.quiet, True  # record's closing line is a trace's: ours instead
@@ -222,7 +199,7 @@ class FlightRecording(_Recording):
         flight = self.flight
         if not quiet and flight is not None and self.failure is None:
             elapsed = (self.t_end_ns - self.t_start_ns) / 1e9
-            print(f"{PROG}: flight recorder: {self.builder.rows:,} samples in {elapsed:.1f} s, a "
+            print(f"{PROG}: flight recorder: {self._written():,} samples in {elapsed:.1f} s, a "
                   f"{flight.window_s:g} s window in {human_bytes(flight.memory_bytes)}; {flight.summary()}",
                   file=sys.stderr, flush=True)
         return status

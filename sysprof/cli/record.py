@@ -1,11 +1,9 @@
 """``sysprof record``: check the arguments, open the trace, start the sampler and the command (:func:`cmd_record`),
-then drain the sampler into the trace until the command ends (:class:`_Recording`: start, loop, finish)."""
+then pump a recording session (:class:`sysprof.pipeline.Session`: the sampler into the trace) until the command
+ends (:class:`_Recording`: start, loop, finish)."""
 from __future__ import annotations
 
-import heapq
-import itertools
 import os
-import platform
 import select
 import shlex
 import signal
@@ -14,15 +12,19 @@ import time
 import uuid
 
 from ..distributed import rank_info
+from ..markers.receiver import MarkerReceiver, Markers
+from ..pipeline import Session
+from ..pipeline.producers import standard
 from ..report import format_seconds, human_bytes
 from ..report.table import round_up_125
 from ..sampling.registry import SOURCES, decimals_of, source_of
 from ..text import text
+from ..trace import events as ev
 from ..trace.perfetto import is_perfetto_path, protos, writer_class_for
-from ..trace.schema import START_EVENT, STATS_COUNTER, STOP_EVENT, samples_event
-from ..trace.tracks import EventBuilder, counter_event
+from ..trace.schema import START_EVENT
+from ..trace.sink import COUNTED_STATS, TraceSink
 from .child import _Child, _exit_status, _pid_alive, _resolve_command, _Signals, _Timeout, _wait_child
-from .common import PROG, CLIError, _import_sysprof, _version, _warn, check_output_path
+from .common import PROG, CLIError, _import_sysprof, _warn, check_output_path
 from .output import DEFAULT_MIN_FREE, MIN_MAX_SIZE, _open_output, _SpaceGuard, _symlink_error, check_parts_free
 from .sources import (_require_a_source, _sources_from_args, check_targets, devices_from_args, gpus_from_args,
                       intervals_from_args, requested, sampler_kwargs, target_sources, warn_problems)
@@ -153,8 +155,13 @@ def cmd_record(args) -> int:
 
 
 class _Recording:
-    """One ``record`` run: :meth:`start` (output, sampler, command), :meth:`run` (the trace's head, the loop,
-    the end, the summary line, the exit status); :meth:`abort` undoes a start that failed."""
+    """One ``record`` run: :meth:`start` (output, sampler, command), :meth:`run` (the session: the trace's head,
+    the loop, the end, the summary line, the exit status); :meth:`abort` undoes a start that failed.
+
+    The recording assembles a :class:`~sysprof.pipeline.Session` (the sampler, the standard producers and the
+    markers' :class:`~sysprof.markers.receiver.Markers`, one :class:`~sysprof.trace.sink.TraceSink`) and pumps it
+    at each wakeup of its loop, which waits on the command, the signals and --duration; it keeps the command's
+    supervision, the status line, the free-space floor, --max-size's parts and the missed-deadlines warning."""
 
     preflight = staticmethod(_preflight)
 
@@ -164,6 +171,7 @@ class _Recording:
         self.quiet = args.quiet
         self.output = args.output
         self.sampler = self.child = self.writer = self.out = self.markers = self.parts = None
+        self.session = self.sink = None
         self.stopped = None  # why writing stopped before the end (the free-space floor), else None
         self.part_base = ({}, 0)  # the sampler's stats and the rows written when the current file began
         self.signals = _Signals()
@@ -172,6 +180,7 @@ class _Recording:
         self.returncode = None
         self.failure = None
         self.stats = {}
+        self.t_start_ns = self.t_end_ns = 0
         self.missed_warned = False  # the missed-deadlines warning was given while recording
 
     # ---- start ----
@@ -191,11 +200,11 @@ class _Recording:
             self.sampler.start()  # before the command starts, so its start-up is in the trace
         self.signals.install()
         if self.command:
-            self.markers = _marker_receiver(lambda t_ns: self._ts(t_ns))  # the writer may refine _ts (.pftrace)
+            self.markers = _marker_receiver()
             self._spawn()
         try:
             self.out.truncate()
-            self.writer = self.out.writer(writer_class_for(self.output))  # .pftrace: Perfetto's protobuf
+            self.writer = self._writer()
         except OSError as e:
             raise CLIError(f"cannot write {self.output}: {e.strerror or e}") from None
         if follow_child:
@@ -204,6 +213,9 @@ class _Recording:
 
     def _open_output(self):
         return _open_output(self.output, self.args.force, self.args.max_size)
+
+    def _writer(self):
+        return self.out.writer(writer_class_for(self.output))  # .pftrace: Perfetto's protobuf
 
     def _spawn(self) -> None:
         name = self.command[0]
@@ -248,19 +260,16 @@ class _Recording:
         """Records until the command ends. No failure inside the recorder leaves the command orphaned or the
         trace unclosed: a failure stops the recording, the stop event is still written, the trace closed, and the
         command waited for (its exit status first)."""
-        self.builder = None
         self.t_start_ns = time.time_ns()
         self.timeout = _Timeout(self.args.duration, self.args.kill_after)
         self.status = _Status(enabled=not self.quiet and sys.stderr.isatty(), path=self.output)
         try:
-            self._prepare()
-            self.head = self._head(tuple(self.sampler.channels))
-            self.writer.write_many(self.head)
-            self.writer.flush()
+            self.session = self._session()
+            self.session.start(thread=False, start_sampler=False, t_start_ns=self.t_start_ns)  # writes the head
             self._check_space()  # already low: the trace ends at once, the command runs
             self._loop()
         except Exception as e:  # a failure while recording: keep what we have, still wait for the child
-            self.failure = e
+            self.failure = self.failure or e
         finally:
             try:
                 self._finish()
@@ -268,43 +277,51 @@ class _Recording:
                 self.failure = self.failure or e
         return self._conclude()
 
-    def _prepare(self) -> None:
-        """The event builder and the GPU trackers over the sampler's channels."""
-        args = self.args
-        self.proc_pid = self.child.pid if self.child is not None else args.pid
-        channels = tuple(self.sampler.channels)
+    def _session(self) -> Session:
+        """The pipeline: the sampler, the standard producers (XIDs, interval changes, GPU refresh periods and
+        driver samples), the command's markers, and the sink."""
+        self.proc_pid = self.child.pid if self.child is not None else self.args.pid
+        producers = standard(self.sampler, self.my_pid, self._intervals_changed)
+        if self.markers is not None:
+            producers.append(Markers(self.markers))
+        self._producers = {p.name for p in producers}
+        return Session(self.sampler, [self._sink()], producers, flush_period=FLUSH_PERIOD, on_failure=self._failed)
+
+    def _sink(self):
+        """The trace file's sink (its head: :meth:`_head`)."""
+        sampler = self.sampler
+        self.sink = TraceSink(self.writer, lambda sink: self._head(sink.builder), system_pid=self.my_pid,
+                              process_pid=self._process_pid(), float_ts=self.float_ts,
+                              changes_only=not self.args.every_row, decimals=lambda ch: _decimals(ch, sampler),
+                              stats=lambda: dict(sampler.stats))
+        return self.sink
+
+    def _process_pid(self):
+        """The followed process's pid where sources have tracks on it (``process/*``, ``process_tree/*``)."""
         on_track = tuple(p for name in target_sources() for p in SOURCES[name].prefixes)
-        follows = any(c.startswith(on_track) for c in channels) if on_track else False
-        self.builder = EventBuilder(channels, system_pid=self.my_pid,
-                                    process_pid=self.proc_pid if follows else None,
-                                    float_ts=self.float_ts, changes_only=not args.every_row,
-                                    decimals=_decimals(channels, self.sampler))
-        exact = getattr(self.writer, "timestamp", None)
-        if exact is not None:  # a writer that keeps every ns (.pftrace) gets them
-            self.builder.ts = self._ts = exact
-        from ..trace.gpu_events import XidInstants
-        self.xids = XidInstants(channels, lambda t_ns: self.builder.ts(t_ns), self.my_pid)  # GPU XID instants
-        from ..sampling.gpu_refresh import ChangeTracker, StartRefresh
-        self.refresh = ChangeTracker(channels)  # each GPU channel's refresh period as recorded: the stop event's
-        self.start_refresh = StartRefresh(self.sampler)  # ... and as measured at start (0.25 s at 1 ms, own thread)
-        from ..sampling.budget import ChangeEvents
-        self.interval_events = ChangeEvents(self.sampler, lambda t_ns: self.builder.ts(t_ns), self.my_pid)
-        from ..sampling.gpu_samples import SampleEvents
-        self.driver_samples = SampleEvents(lambda t_ns: self.builder.ts(t_ns), self.my_pid) if any(
-            c.startswith("gpu/") for c in channels) else None  # the driver's buffered samples, at their own times
+        follows = on_track and any(c.startswith(on_track) for c in self.sampler.channels)
+        return self.proc_pid if follows else None
 
-    def _samples_event(self, times_ns) -> dict:
-        """The times of ``times_ns``'s samples, as exact as the counter events' ``ts`` (trace.schema)."""
-        exact = getattr(self.writer, "timestamp", None) is not None  # .pftrace: every ns
-        return samples_event(times_ns, self.my_pid, self._ts(int(times_ns[0])),
-                             1 if exact or self.float_ts else 1000)
+    def _written(self) -> int:
+        """Sample rows written."""
+        return self.sink.samples_written if self.sink is not None else 0
 
-    def _ts(self, t_ns: int):
-        return t_ns / 1000.0 if self.float_ts else t_ns // 1000
+    def _failed(self, what: str, e: BaseException) -> None:
+        """The session's failures: a producer's is said (and in the stop event's errors), the recording goes on;
+        any other (the trace, the sampler) stops the recording."""
+        if what in self._producers:
+            self.status.clear()
+            _warn(f"{what}: {type(e).__name__}: {e}; the recording goes on without them", self.quiet)
+        else:
+            self.failure = self.failure or e
 
-    def _head(self, channels):
-        """The trace's first events: process names, the rank metadata, the start event with the metadata, the
-        units. The rank metadata are Composer's (``global_rank``: the rank of
+    def _intervals_changed(self) -> None:
+        self.status.clear()
+        _warn(f"budget: {self.sampler.errors.get('budget', 'intervals changed')}", self.quiet)
+
+    def _head(self, builder) -> list:
+        """The trace's first events (:func:`sysprof.trace.events.head`): process names, the rank metadata, the
+        start event with the metadata, the units. The rank metadata are Composer's (``global_rank``: the rank of
         :func:`sysprof.distributed.rank_info`, ``$RANK``, Slurm's, or 0; ``clock_sync_timestamp_us``:
         the start time), so Composer's and sysprof's mergers take a record trace with Composer traces: a merger
         shifts each rank's events by its clock sync's offset from the lowest rank's, so record with the ``RANK``
@@ -314,54 +331,27 @@ class _Recording:
         followed = _followed_argv(args.pid) if args.pid is not None and not command else []
         cmdline = shlex.join(command) if command else (shlex.join(followed) if followed else
                                                        f"pid {args.pid}" if args.pid is not None else "")
-        head = [{"name": "process_name", "ph": "M", "pid": my_pid, "tid": 0, "args": {"name": "sysprof: system"}},
-                {"name": "process_sort_index", "ph": "M", "pid": my_pid, "tid": 0, "args": {"sort_index": 0}}]
-        if proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in self.builder.groups):
+        names = ev.process_name(my_pid, "sysprof: system", 0)
+        if proc_pid is not None and any(pid == proc_pid for _, pid, _, _ in builder.groups):
             argv0 = command[0] if command else (followed[0] if followed else "")
-            name = f"{os.path.basename(argv0)} (pid {proc_pid})" if argv0 else f"pid {proc_pid}"
+            names += ev.process_name(proc_pid, f"{os.path.basename(argv0)} (pid {proc_pid})" if argv0 else
+                                     f"pid {proc_pid}", 1)
             if self.markers is not None:
                 self.markers.named(proc_pid)
-            head += [{"name": "process_name", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"name": name}},
-                     {"name": "process_sort_index", "ph": "M", "pid": proc_pid, "tid": 0, "args": {"sort_index": 1}}]
-        ranks = rank_info().as_dict()  # RANK etc. (torchrun, Slurm) of the job this recorder runs in
-        rank = ranks["rank"]
-        head += [{"name": "global_rank", "ph": "M", "pid": my_pid, "tid": 0, "args": {"value": rank}},
-                 {"name": "clock_sync_timestamp_us", "ph": "M", "pid": my_pid, "tid": 0,
-                  "args": {"value": self.t_start_ns // 1000}}]
-        sampler = self.sampler
-        meta = {
-            "version": _version(),
-            "command_line": cmdline,
-            "pid": proc_pid,
-            "recorder_pid": my_pid,
-            "interval_s": sampler.interval,
-            "intervals_s": dict(getattr(sampler, "intervals", {})),
-            "budget": getattr(sampler, "budget", None),
-            "capacity": getattr(sampler, "capacity", None),
-            "backend": getattr(sampler, "backend", None),
-            "channels": list(channels),
-            "errors": self._errors(),
-            "host": platform.node(),
-            "kernel": platform.release(),
-            "cpu_count": os.cpu_count(),
-            "start_time_ns": self.t_start_ns,
-            "duration_limit_s": args.duration,
-            "devices": list(sampler.device_filter.globs) if hasattr(sampler, "device_filter") else None,
-            "gpus": list(getattr(sampler, "devices", [])),  # index, name, uuid, pci_bus_id[, cuda_index, mig_instances]
-            **ranks,
-        }
+        part = {}
         if self.parts is not None:  # --max-size: part 1 of the recording
-            meta["part"] = {"index": self.parts.index, "recording_id": self.recording_id,
+            part["part"] = {"index": self.parts.index, "recording_id": self.recording_id,
                             "max_size_bytes": self.parts.max_size}
-        head.append({"name": START_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_start_ns), "pid": my_pid,
-                     "tid": 0, "args": meta})
-        head.append(self.builder.units_event())
-        return head
+        meta = ev.start_metadata(self.sampler, tuple(self.sampler.channels), self.t_start_ns, recorder_pid=my_pid,
+                                 pid=proc_pid, command_line=cmdline, duration_limit_s=args.duration,
+                                 ranks=rank_info().as_dict(),  # RANK etc. (torchrun, Slurm) of this recorder's job
+                                 **part)
+        return ev.head(meta, my_pid, self.t_start_ns, builder.layout.units, names)
 
     def _loop(self) -> None:
-        """Drain the sampler into the trace until the command exits, a signal, --duration, or --pid's end."""
-        args, child, signals, timeout, sampler = self.args, self.child, self.signals, self.timeout, self.sampler
-        t0 = last_flush = time.monotonic()
+        """Pump the session until the command exits, a signal, --duration, or --pid's end."""
+        args, child, signals, timeout, session = self.args, self.child, self.signals, self.timeout, self.session
+        t0 = time.monotonic()
         while True:
             # wait up to DRAIN_PERIOD for: the child to exit, a signal, the duration (or kill-after) to end
             left = timeout.remaining()
@@ -376,22 +366,12 @@ class _Recording:
                 pass
             signals.drain_wakeup()
 
-            writer = self.writer
-            if not writer.closed:  # else writing stopped (the free-space floor): the command runs on
-                self._write_rows(sampler.drain())
-                now = time.monotonic()
-                if now - last_flush >= FLUSH_PERIOD:
-                    _write_stats_counter(writer, sampler, self._ts, self.part_base[0])
-                    writer.flush()
-                    last_flush = now
-                self._check_space()  # one statvfs a drain
-                if self.stopped is None and self.parts is not None and self.parts.full():
-                    self._next_part()
-                stats = sampler.stats
-                self.status.update(now - t0, self.builder.rows, stats, self._bytes_shown())
-                if not self.missed_warned and now - t0 >= MISSED_MIN_SECONDS:
-                    self._warn_missed(stats, now - t0, live=True)
-            if self.writer.closed and child is None:
+            if not session.closed:  # else writing stopped (the free-space floor): the command runs on
+                session.pump()
+                self._drained(time.monotonic() - t0)
+            if self.failure is not None:
+                return  # the recording stops (the command is still waited for)
+            if session.closed and child is None:
                 return  # writing stopped and no command to keep running
 
             if child is not None:
@@ -409,51 +389,21 @@ class _Recording:
                     return
                 signals.send(timeout.step())  # keep recording while the command shuts down
 
+    def _drained(self, elapsed: float) -> None:
+        """After each pump: the free-space floor, the next part, the status line, the missed-deadlines warning."""
+        self._check_space()  # one statvfs a drain
+        if self.stopped is None and self.failure is None and self.parts is not None and self.parts.full():
+            self._next_part()
+        stats = self.sampler.stats
+        self.status.update(elapsed, self._written(), stats, self._bytes_shown())
+        if not self.missed_warned and elapsed >= MISSED_MIN_SECONDS:
+            self._warn_missed(stats, elapsed, live=True)
+
     def _bytes_shown(self) -> int:
         """The status line's bytes: the trace's on disk as flushed (gzip: compressed), else the writer's count (a
-        device; a flight recording's folder: its dumps')."""
+        device)."""
         size = getattr(self.out, "size", None)
         return size() if size is not None and self.out.regular else self.writer.bytes_written
-
-    def _write_rows(self, batch, stop_ns=None) -> None:
-        """The sampler's rows and the markers' events up to the newest row, merged in time order (metadata
-        first); at the stop (``stop_ns``) the trace's end rows and every marker left, open spans closed then."""
-        events = self.builder.events(batch) if len(batch) else ()
-        if len(batch) and self.builder.changes_only:  # the rows' times: a row per sample when read back
-            events = itertools.chain([self._samples_event(batch.timestamps_ns)], events)
-        xids = self.xids.events(batch)
-        self.refresh.update(batch)
-        measured = self.start_refresh.take()
-        if measured is not None:  # the refresh periods measured at start, once known
-            from ..sampling.gpu_refresh import REFRESH_EVENT
-            from ..trace.gpu_events import instant_event
-            at = int(batch.timestamps_ns[-1]) if len(batch) else time.time_ns()  # in order with the rows
-            xids.append(instant_event(REFRESH_EVENT, self._ts(at), self.my_pid, measured))
-        if self.driver_samples is not None:
-            xids = list(heapq.merge(xids, self.driver_samples.events(self.sampler.drain_gpu_samples()), key=_event_ts))
-        changed = self.interval_events.events()  # the budget's interval changes, at their times
-        if changed:
-            xids = list(heapq.merge(xids, changed, key=_event_ts))
-            self.status.clear()
-            _warn(f"budget: {self.sampler.errors.get('budget', 'intervals changed')}", self.quiet)
-        if xids:
-            events = heapq.merge(events, xids, key=_event_ts)
-        if stop_ns is not None:
-            events = itertools.chain(events, _later(self.builder.finish))
-        marks = self._marks(batch, stop_ns)
-        if marks:
-            events = heapq.merge(events, marks, key=_event_ts)
-        self.writer.write_many(events)
-
-    def _marks(self, batch, stop_ns=None) -> list:
-        """The markers' events up to ``batch``'s newest row (at the stop, ``stop_ns``: all, open spans closed)."""
-        if self.markers is None:
-            return []
-        try:
-            return (self.markers.finish(stop_ns) if stop_ns is not None else
-                    self.markers.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0))
-        except Exception:  # noqa: BLE001 - markers never stop a recording
-            return []
 
     def _guard(self, step, *args):
         """``step(*args)``; a failure is kept (the first one) and None returned, so the steps after it still run."""
@@ -464,119 +414,82 @@ class _Recording:
             return None
 
     def _finish(self) -> None:
-        """Stop the sampler, write what is left and the stop event, close the trace. Each step is guarded: a
-        failure is kept and the next step still runs, so the stop event and the close are always tried."""
-        self._guard(self.sampler.stop)
-        if not self.writer.closed:  # else writing stopped before (the free-space floor)
-            self._end_file()
+        """Stop the session (the sampler stopped, the last rows and markers, the stop event, the trace closed;
+        each step guarded, so the stop event and the close are always tried)."""
+        if self.session is not None:
+            self._stop()
+        else:  # the session could not be assembled: the sampler stopped, the trace closed
+            self._guard(self.sampler.stop)
+            if self.writer is not None:
+                self._guard(self.writer.close)
         if self.markers is not None:  # its directory goes, whatever ended the recording (idempotent)
             self._guard(self.markers.close)
         self._guard(self.status.clear)
 
-    def _end_file(self, next_part=None) -> None:
-        """The end of the trace file being written (each step guarded): what is left (``next_part``: the tracks'
-        closing values, the rows after go to that part; else every row and marker left), the stop event, the
-        close."""
-        if self.builder is not None:  # e.g. the disk filled up: what was flushed stays readable
-            self._guard(self._final_rows if next_part is None else self._part_rows)
-        self.t_end_ns = time.time_ns()
-        stop_args = self._guard(self._stop_args)
-        if stop_args is None:  # what is left when the full stop arguments could not be gathered
-            stop_args = {"stats": self.stats, "samples_written": self.builder.rows if self.builder else 0,
-                         "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9}
-        if self.failure is not None:
-            stop_args["failure"] = f"{type(self.failure).__name__}: {self.failure}"
-        if self.parts is not None:
-            stop_args["part"] = dict(self.parts.summary(), recording_id=self.recording_id, first_sample=
-                                     self.part_base[1], next=next_part and os.path.basename(next_part))
-        if self.stopped is not None:
-            stop_args["stopped_writing"] = self.stopped
-        self._guard(self.writer.write, {"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self._ts(self.t_end_ns),
-                                        "pid": self.my_pid, "tid": 0, "args": stop_args})
-        self._guard(self.writer.close)
-        if self.parts is not None:
+    def _stop(self) -> None:
+        """Stop the session (the last rows, the stop event, the trace closed) and count a part's bytes; once."""
+        if self.session.stop(self._stop_args) is not None and self.parts is not None:
             self._guard(self.parts.finished)
 
-    def _final_rows(self) -> None:
-        sampler = self.sampler
-        self.stats = dict(sampler.stats)
-        self._write_rows(sampler.drain(), stop_ns=time.time_ns())
-        self._part_rows(final=True)
-
-    def _part_rows(self, final=False) -> None:
-        """The stats counter (and, ending a part, each track's last values, so they hold to its end)."""
-        if not final:
-            self.writer.write_many(self.builder.new_file())
-        _write_stats_counter(self.writer, self.sampler, self._ts, self.part_base[0])
-        self.stats = dict(self.sampler.stats)
-        if not final and isinstance(self.stats.get("taken"), (int, float)):  # rows still in the ring: the next part's
-            self.stats["taken"] = self.builder.rows + self.stats.get("dropped", 0)
-        if self.markers is not None:
-            self.stats.update(self.markers.stats())  # markers received and dropped
-
-    def _stop_args(self) -> dict:
-        sampler = self.sampler
-        base, rows0 = self.part_base  # a part's counts are its own ({}, 0 without --max-size)
-        stop_args = {"stats": _since(self.stats, base),
-                     "samples_written": self.builder.rows - rows0 if self.builder else 0,
-                     "elapsed_s": (self.t_end_ns - self.t_start_ns) / 1e9,
-                     "signals": [signal.Signals(s).name for s in self.signals.received],
-                     "signals_sent": list(self.signals.sent),
-                     "duration_reached": self.timeout.reached, "errors": self._errors()}
+    def _stop_args(self, args: dict, next_part=None) -> None:
+        """``record``'s part of the stop event's arguments, added to the session's ``args`` (in place): the
+        signals, --duration, the command's status, the process tree's members, the failure, the part (a part's
+        counts are its own: since :attr:`part_base`; ``next_part``: the part after it), the stopped writing."""
+        self.t_end_ns = time.time_ns()
+        self.stats = stats = dict(args.get("stats") or {})
+        if next_part is not None and isinstance(stats.get("taken"), (int, float)):  # rows in the ring: the next part's
+            stats["taken"] = self._written() + stats.get("dropped", 0)
+        base, rows0 = self.part_base
+        args.update(stats=_since(stats, base), samples_written=self._written() - rows0,
+                    elapsed_s=(self.t_end_ns - self.t_start_ns) / 1e9,
+                    signals=[signal.Signals(s).name for s in self.signals.received],
+                    signals_sent=list(self.signals.sent), duration_reached=self.timeout.reached)
         if self.returncode is not None:
-            stop_args["returncode"] = self.returncode
-        if self.builder is not None and self.refresh.cols:
-            stop_args["gpu_refresh_s"] = self.refresh.periods()
-        if self.builder is not None and self.driver_samples is not None:
-            stop_args["gpu_samples"] = self.driver_samples.summary()
-        stop_args["intervals_s"] = dict(getattr(sampler, "intervals", {}))  # as they ended (the budget's changes)
-        stop_args["interval_changes"] = self.interval_events.all() if self.builder is not None else []
-        members = self._guard(getattr, sampler, "members", None)
+            args["returncode"] = self.returncode
+        errors = args.setdefault("errors", {})
+        for what, why in self.session.failures.items():
+            if what in self._producers:
+                errors.setdefault(what, why)
+        members = self._guard(getattr, self.sampler, "members", None)
         if members:  # process_tree: who held which slot when (Sampler.members)
-            stop_args["process_tree_members"] = members
-        return stop_args
-
-    def _errors(self) -> dict:
-        """The sampler's errors, with the markers' (a ring that could not be made or was damaged) under
-        ``"markers"``."""
-        try:
-            errors = dict(getattr(self.sampler, "errors", {}))
-        except Exception as e:  # noqa: BLE001 - what cannot be read is said, and the recording goes on
-            errors = {"recorder": f"the sampler's errors could not be read: {type(e).__name__}: {e}"}
-        if self.markers is not None:
-            problems = self._guard(self.markers.problems)
-            if problems:
-                errors["markers"] = problems
-        return errors
+            args["process_tree_members"] = members
+        if self.failure is not None:
+            args["failure"] = f"{type(self.failure).__name__}: {self.failure}"
+        if self.parts is not None:
+            args["part"] = dict(self.parts.summary(), recording_id=self.recording_id, first_sample=rows0,
+                                next=next_part and os.path.basename(next_part))
+        if self.stopped is not None:
+            args["stopped_writing"] = self.stopped
 
     def _next_part(self) -> None:
-        """--max-size: end the current part, open the next (its head: the start event at the last row's time, so
-        every row after it is in it), remove the oldest parts over the size. A failure stops the writing (the
-        command runs on)."""
-        parts = self.parts
-        self._end_file(next_part=parts.path(parts.index + 1))
+        """--max-size: end the current part (each track's last values, the stop event), open the next (its head:
+        the start event at the last row's time, so every row after it is in it), remove the oldest parts over the
+        size. A failure stops the writing (the command runs on)."""
+        parts, sink = self.parts, self.sink
+        next_part = parts.path(parts.index + 1)
+        self._guard(sink.end_file)
+        args = self.session.stop_args()
+        self._stop_args(args, next_part)
+        self._guard(sink.close, args)
+        self._guard(parts.finished)
         if self.failure is not None:
             return
-        self.part_base = ({k: self.stats[k] for k in PART_STATS if k in self.stats}, self.builder.rows)
+        self.part_base = ({k: self.stats[k] for k in PART_STATS if k in self.stats}, self._written())
         try:
             self.out = parts.next()
-            self.writer = self.out.writer(writer_class_for(self.output))
+            self.writer = sink.writer = self._writer()
         except (CLIError, OSError) as e:  # e.g. the folder went away
             self.failure = e
             return
+        sink.stats_base = self.part_base[0]
         self.output = self.status.path = self.out.path
         parts.prune()
-        at = self.builder.last_ns or time.time_ns()
-        head = []
-        for event in self.head:
-            if event.get("name") == START_EVENT:
-                part = dict(event["args"]["part"], index=parts.index)
-                event = dict(event, ts=self._ts(at), args=dict(event["args"], part=part))
-            head.append(event)
-        self.writer.write_many(head)
+        at = sink.builder.last_ns or time.time_ns()
+        sink.write_events([e._replace(t_ns=at, args=dict(e.args, part=dict(e.args["part"], index=parts.index)))
+                           if e.name == START_EVENT else e for e in sink.head])
 
     def _check_space(self) -> None:
-        """The free-space floor (--min-free): below it, stop the sampler and end the trace there (whole), say so
+        """The free-space floor (--min-free): below it, stop the session and end the trace there (whole), say so
         once; the command runs on."""
         low = self.guard.low()
         if low is None:
@@ -584,8 +497,7 @@ class _Recording:
         avail, floor = low
         self.stopped = {"reason": "low disk space", "available_bytes": avail, "min_free_bytes": floor,
                         "folder": self.guard.folder}
-        self._guard(self.sampler.stop)
-        self._end_file()
+        self._stop()
         self._guard(self.status.clear)
         print(f"{PROG}: stopped writing {self.output}: {human_bytes(avail)} available on its file system, under "
               f"--min-free {human_bytes(floor)}; the command runs on, unrecorded", file=sys.stderr, flush=True)
@@ -598,8 +510,8 @@ class _Recording:
                   f"(run 'sysprof repair {output}' if it is not closed)", file=sys.stderr, flush=True)
         if child is not None and self.returncode is None:  # the recording failed: still wait for the command
             self.returncode = _wait_child(child, self.signals, self.timeout)
-        if not self.quiet and failure is None and self.builder is not None:
-            written, dropped = self.builder.rows, int(stats.get("dropped", 0))
+        if not self.quiet and failure is None and self.session is not None:
+            written, dropped = self._written(), int(stats.get("dropped", 0))
             elapsed = (self.t_end_ns - self.t_start_ns) / 1e9
             if self.parts is not None:
                 kept = self.parts.kept
@@ -696,27 +608,16 @@ def _decimals(channels, sampler) -> list:
     return [decimals_of(c, intervals.get(source_of(c), sampler.interval)) for c in channels]
 
 
-def _event_ts(event):
-    return event.get("ts", -1)
-
-
-def _later(make):
-    yield from make()  # called once the events before it are written
-
-
-def _marker_receiver(ts):
+def _marker_receiver():
     """The markers' receiver for a command (sysprof.markers), or None where its directory cannot be made."""
-    from ..markers.receiver import MarkerReceiver
-
     try:
-        return MarkerReceiver(ts)
+        return MarkerReceiver()
     except OSError:
         return None
 
 
-#: the sampler's statistics that count from the start (a part's stop event and stats counter: since the part's start)
-COUNTED_STATS = ("taken", "dropped", "missed_deadlines")
-#: ... and, in a part's stop event, also the sampling threads' CPU (since the part's start)
+#: the sampler's statistics a part's stop event counts since the part's start: TraceSink's COUNTED_STATS (its
+#: stats counter's) and the sampling threads' CPU
 PART_STATS = COUNTED_STATS + ("cpu_seconds_total",)
 
 
@@ -724,9 +625,3 @@ def _since(stats: dict, base: dict) -> dict:
     """``stats`` with the PART_STATS counted from ``base`` (the values at a part's start)."""
     return {k: v - base[k] if k in PART_STATS and k in base and isinstance(v, (int, float)) else v
             for k, v in stats.items()}
-
-
-def _write_stats_counter(writer, sampler, ts, base=None):
-    st = _since(dict(sampler.stats), base or {})
-    writer.write(counter_event(STATS_COUNTER, ts(time.time_ns()), os.getpid(), 0,
-                               {k: st.get(k) for k in COUNTED_STATS}))

@@ -1,17 +1,18 @@
 """The recorder's end of the markers (``sysprof record``): a directory named in the child's environment, drained
-into Chrome-style event dicts on the recorder's loop.
+into typed events (:mod:`sysprof.trace.events`) on the recording's drain (:class:`Markers`, a producer of a
+:class:`~sysprof.pipeline.Session`).
 
-Events: a span is a ``B`` and an ``E`` event (``cat`` ``"sysprof.mark"``) on the marking process's pid and
-thread's tid, an instant an ``"i"`` event with ``"s": "t"``; ``ts`` is converted by the recorder's own function,
-so markers are on the samples' clock. The first marker of a process or thread also yields its
+Events: a span is a begin and an end event (``cat`` ``"sysprof.mark"``) on the marking process's pid and
+thread's tid, an instant one of thread scope; times are the markers' wall-clock ns (the samples' clock; the sink
+writes them by its own time rule). The first marker of a process or thread also yields its
 ``process_name`` / ``thread_name`` metadata (the process's comm as its ring records it, a thread's from
 ``/proc/<pid>/task/<tid>/comm`` at its first marker).
 
 Balance: the receiver keeps each thread's open spans. An end whose begin was dropped is left out; an end that
 closes a span with inner spans still open closes those too, at its time. A span still open when its process has
 exited (seen at a drain) is closed then (args ``"closed": "process exited"``), one open at the recorder's stop is
-closed at the stop time (``"closed": "at stop"``), so every span in the trace is a balanced B/E pair and any
-viewer shows it.
+closed at the stop time (``"closed": "at stop"``), so every span in the trace is a balanced begin/end pair and
+any viewer shows it.
 """
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ import os
 import tempfile
 import time
 
+from ..pipeline.session import Producer
 from ..text import text
+from ..trace import events as ev
 from .ring import ARGS_DROPPED, BEGIN, END, ENV, INSTANT, NAME_TRUNCATED, NOSPACE, RingReader
 
-__all__ = ["MarkerReceiver", "ENV"]
+__all__ = ["MarkerReceiver", "Markers", "ENV"]
 
 CATEGORY = "sysprof.mark"
 #: drain(until_ns) holds a marker back at most this long (ns) waiting for samples as new as it
@@ -84,19 +87,17 @@ def _pid_of(name: str) -> str:
 class MarkerReceiver:
     """Creates the markers' directory; :attr:`env` is the ``(name, value)`` to put in the child's environment.
 
-    ``ts(ns)`` turns a wall-clock ns stamp into the trace's ``ts``; ``named_pids`` are pids whose
-    ``process_name`` the trace already has."""
+    ``named_pids`` are pids whose ``process_name`` the trace already has."""
 
-    def __init__(self, ts, named_pids=(), directory=None):
+    def __init__(self, named_pids=(), directory=None):
         self.path = tempfile.mkdtemp(prefix="sysprof-markers-", dir=directory or _shm_dir())
         self.env = (ENV, self.path)
-        self._ts = ts
         self._rings = {}  # (path, inode) -> RingReader
         self._stacks = {}  # (pid, tid) -> [(name bytes, name str)]
         self._names = {}  # bytes -> str
         self._named_pids = set(named_pids)
         self._named_tids = set()
-        self._pending = []  # (ns, event) held back by drain(until_ns)
+        self._pending = []  # events held back by drain(until_ns)
         self._last_ns = {}  # (pid, tid) -> its latest stamp: a thread's events never go back in time
         self.received = 0
         self._retired_dropped = 0
@@ -108,7 +109,8 @@ class MarkerReceiver:
 
     # ---- the loop ----
     def drain(self, until_ns=None) -> list:
-        """The events of the markers published since the last call: metadata first, then in time order.
+        """The events (:class:`~sysprof.trace.events.Event`) of the markers published since the last call: metadata
+        first, then in time order.
 
         With ``until_ns`` (the newest sample the recorder writes with them), markers stamped later are held back
         for a later call, so the trace stays in time order across drains, unless held over HOLD_NS."""
@@ -131,13 +133,13 @@ class MarkerReceiver:
         pending.sort(key=_ns_key)
         if until_ns is None:
             self._pending = []
-            return meta + [ev for _, ev in pending]
+            return meta + pending
         cut = max(until_ns, time.time_ns() - HOLD_NS)
         k = 0
-        while k < len(pending) and pending[k][0] <= cut:
+        while k < len(pending) and pending[k].t_ns <= cut:
             k += 1
         self._pending = pending[k:]
-        return meta + [ev for _, ev in pending[:k]]
+        return meta + pending[:k]
 
     def _discover(self) -> None:
         """Opens the rings that appeared since the last drain. A ring is known by its path and inode, so one
@@ -207,10 +209,9 @@ class MarkerReceiver:
         if self.closed:
             return []
         events = self.drain()
-        closing = []
-        self._close_open(None, t_stop_ns, "at stop", closing)
+        self._close_open(None, t_stop_ns, "at stop", events)
         self.close()
-        return events + [ev for _, ev in closing]
+        return events
 
     def named(self, pid) -> None:
         """The trace already names ``pid`` (its ``process_name``): not written again."""
@@ -249,7 +250,7 @@ class MarkerReceiver:
         return s
 
     def _read(self, ring, meta, timed) -> None:
-        pid, ts_of = ring.pid, self._ts
+        pid = ring.pid
         records = ring.read()
         if not records:
             return
@@ -257,34 +258,30 @@ class MarkerReceiver:
         if pid not in self._named_pids:
             self._named_pids.add(pid)
             comm = ring.comm or _comm(pid)
-            meta.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-                         "args": {"name": f"{comm} (pid {pid})" if comm else f"pid {pid}"}})
+            meta += ev.process_name(pid, f"{comm} (pid {pid})" if comm else f"pid {pid}")
         for ts_ns, tid, kind, flags, raw, args_raw in records:
             key = (pid, tid)
             if key not in self._named_tids:
                 self._named_tids.add(key)
                 comm = "" if ring.foreign_tids else _comm(pid, tid)  # another namespace's tid
                 if comm:
-                    meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": comm}})
+                    meta.append(ev.thread_name(pid, tid, comm))
             name = self._name(raw)
             last = self._last_ns.get(key)
             if last is not None and ts_ns < last:
                 ts_ns = last  # the wall clock stepped back: keep the thread's begin/end order
             self._last_ns[key] = ts_ns
-            ts = ts_of(ts_ns)
             if kind == BEGIN:
                 self._stacks.setdefault(key, []).append((raw, name))
-                ev = {"name": name, "cat": CATEGORY, "ph": "B", "ts": ts, "pid": pid, "tid": tid}
-                if flags & NAME_TRUNCATED:
-                    ev["args"] = {"name_truncated": True}
-                timed.append((ts_ns, ev))
+                timed.append(ev.begin(name, ts_ns, pid, tid, {"name_truncated": True} if flags & NAME_TRUNCATED
+                                      else None, CATEGORY))
             elif kind == END:
                 stack = self._stacks.get(key)
                 if not stack or all(r != raw for r, _ in stack):
                     continue  # its begin was dropped
                 while stack:
                     r, n = stack.pop()
-                    timed.append((ts_ns, {"name": n, "cat": CATEGORY, "ph": "E", "ts": ts, "pid": pid, "tid": tid}))
+                    timed.append(ev.end(n, ts_ns, pid, tid, None, CATEGORY))
                     if r == raw:
                         break
             elif kind == INSTANT:
@@ -299,21 +296,37 @@ class MarkerReceiver:
                     args["name_truncated"] = True
                 if flags & ARGS_DROPPED:
                     args["args_dropped"] = True
-                ev = {"name": name, "cat": CATEGORY, "ph": "i", "s": "t", "ts": ts, "pid": pid, "tid": tid}
-                if args:
-                    ev["args"] = args
-                timed.append((ts_ns, ev))
+                timed.append(ev.instant(name, ts_ns, pid, args or None, tid, "t", CATEGORY))
 
     def _close_open(self, pid, t_ns, why, out) -> None:
         for key in [k for k in self._stacks if pid is None or k[0] == pid]:
             stack = self._stacks.pop(key)
             ns = max(t_ns, self._last_ns.get(key, t_ns))
-            ts = self._ts(ns)
             while stack:
                 _, n = stack.pop()
-                out.append((ns, {"name": n, "cat": CATEGORY, "ph": "E", "ts": ts, "pid": key[0], "tid": key[1],
-                                 "args": {"closed": why}}))
+                out.append(ev.end(n, ns, key[0], key[1], {"closed": why}, CATEGORY))
 
 
-def _ns_key(item):
-    return item[0]
+def _ns_key(event):
+    return event.t_ns
+
+
+class Markers(Producer):
+    """The markers of a recording's command as a producer of its session: each drain gives the markers up to the
+    drain's newest row (:meth:`MarkerReceiver.drain`), the stop every one left, open spans closed at the stop
+    (:meth:`MarkerReceiver.finish`, which removes the directory). The stop event gets the markers' counts in
+    ``stats`` (``markers``, ``markers_dropped``) and their problems in ``errors["markers"]``."""
+
+    name = "markers"
+
+    def __init__(self, receiver: MarkerReceiver) -> None:
+        self.receiver = receiver
+
+    def take(self, batch, stop_ns):
+        if stop_ns is not None:
+            return self.receiver.finish(stop_ns)
+        return self.receiver.drain(int(batch.timestamps_ns[-1]) if len(batch) else 0)
+
+    def stop_args(self) -> dict:
+        problems = self.receiver.problems()
+        return {"stats": self.receiver.stats(), **({"errors": {"markers": problems}} if problems else {})}

@@ -18,9 +18,10 @@ import heapq
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from sysprof import forks
+from sysprof.trace.events import sampler_errors
 
 __all__ = ["Chunk", "Session", "Sink", "Start", "Producer"]
 
@@ -267,28 +268,33 @@ class Session:
     def stop_args(self) -> dict:
         """The stop event's arguments every recording has: the sampler's statistics and errors, the samples
         drained, the elapsed time, the intervals as they ended, and each producer's (interval changes, GPU
-        refresh periods, driver samples)."""
+        refresh periods, driver samples; a producer's dict adds to the dict of the same key: the markers' counts to
+        ``stats``, their problems to ``errors``)."""
         sampler = self.sampler
         out: Dict[str, Any] = {"samples_written": self.rows,
                                "elapsed_s": (time.time_ns() - self.t_start_ns) / 1e9 if self.t_start_ns else 0.0}
         if sampler is not None:
-            for key, read in (("stats", lambda: dict(sampler.stats)), ("errors", lambda: dict(sampler.errors)),
+            for key, read in (("stats", lambda: dict(sampler.stats)), ("errors", lambda: sampler_errors(sampler)),
                               ("intervals_s", lambda: dict(getattr(sampler, "intervals", {}) or {}))):
                 try:
                     out[key] = read()
-                except Exception as e:  # noqa: BLE001 - what cannot be read is said
-                    out[key] = {} if key != "errors" else {"recorder": f"{type(e).__name__}: {e}"}
+                except Exception:  # noqa: BLE001 - what cannot be read is left empty
+                    out[key] = {}
         for p in self.producers:
             try:
-                out.update(p.stop_args())
+                for key, value in p.stop_args().items():
+                    mine = out.get(key)
+                    out[key] = {**mine, **value} if isinstance(mine, dict) and isinstance(value, dict) else value
             except Exception as e:  # noqa: BLE001
                 self._fail(getattr(p, "name", type(p).__name__), p, e)
         return out
 
-    def stop(self, extra: Optional[dict] = None, *, stop_sampler: bool = True) -> Optional[dict]:
+    def stop(self, extra: Union[None, dict, Callable[[dict], Optional[dict]]] = None, *,
+             stop_sampler: bool = True) -> Optional[dict]:
         """Stop the drain thread and the sampler, pump the final chunk, close every sink (failed ones too) with
-        :meth:`stop_args` updated by ``extra``. Idempotent and never raises; returns the stop arguments (None
-        when it had stopped before)."""
+        :meth:`stop_args` updated by ``extra`` (a dict, or ``extra(args)`` called after the final drain: it may
+        change ``args`` in place or return a dict to add; one that raises adds nothing). Idempotent and never
+        raises; returns the stop arguments (None when it had stopped before)."""
         if self._closed.is_set():
             return None
         self._stopped.set()
@@ -309,6 +315,12 @@ class Session:
             except Exception as e:  # noqa: BLE001
                 self._fail("drain", self, e)
             args = self.stop_args()
+            if callable(extra):
+                try:
+                    extra = extra(args)
+                except Exception as e:  # noqa: BLE001 - the sinks still close
+                    self._fail("stop", extra, e)
+                    extra = None
             if extra:
                 args.update(extra)
             for sink in self.sinks:

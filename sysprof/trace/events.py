@@ -20,7 +20,7 @@ from .schema import SAMPLES_EVENT, START_EVENT, STOP_EVENT, UNITS_EVENT
 
 __all__ = ["Event", "SPAN", "BEGIN", "END", "INSTANT", "COUNTER", "METADATA", "to_chrome", "chrome_events",
            "metadata", "instant", "span", "begin", "end", "counter", "process_name", "thread_name",
-           "start_metadata", "head", "stop", "PHASE", "KINDS"]
+           "start_metadata", "sampler_errors", "head", "stop", "PHASE", "KINDS"]
 
 #: an event's kind: a span with its duration, a span's begin and end (markers), an instant, a counter, metadata
 SPAN, BEGIN, END, INSTANT, COUNTER, METADATA = "span", "begin", "end", "instant", "counter", "metadata"
@@ -135,7 +135,7 @@ def start_metadata(sampler: Any, channels: Sequence[str], t_start_ns: int, *, re
         "capacity": getattr(sampler, "capacity", None),
         "backend": getattr(sampler, "backend", None),
         "channels": list(channels),
-        "errors": dict(getattr(sampler, "errors", {}) or {}) if errors is None else errors,
+        "errors": sampler_errors(sampler) if errors is None else errors,
         "host": platform.node(),
         "kernel": platform.release(),
         "cpu_count": os.cpu_count(),
@@ -147,6 +147,14 @@ def start_metadata(sampler: Any, channels: Sequence[str], t_start_ns: int, *, re
     meta.update(ranks)
     meta.update(extra)
     return meta
+
+
+def sampler_errors(sampler: Any) -> dict:
+    """The sampler's errors; where they cannot be read, that (under ``"recorder"``): the recording goes on."""
+    try:
+        return dict(getattr(sampler, "errors", {}) or {})
+    except Exception as e:  # noqa: BLE001 - what cannot be read is said
+        return {"recorder": f"the sampler's errors could not be read: {type(e).__name__}: {e}"}
 
 
 def head(meta: dict, system_pid: int, t_start_ns: int, units: dict, names: Sequence[Event] = ()) -> List[Event]:
