@@ -4,8 +4,8 @@
 devices, notes); :class:`GpuReader` reads every device through it, on the poller thread
 (sysprof/sampling/portable/nvml.py). A reading of a device is one ``nvmlDeviceGetFieldValues`` call for
 the field metrics still asked (each entry's return code checked), then a loop over the getter rows of
-the GPU metric table (sysprof/sampling/gpu_metrics.py, looked up through nvml_table.py). Every answer goes through one "call, classify, remember" path:
-permanent answers are remembered per (device, metric) and never asked again, falling back where the
+the GPU metric table (sysprof/sampling/gpu_metrics.py, looked up through nvml_table.py). Every answer goes
+through one "call, classify, remember" path: permanent answers are remembered per (device, metric) and never asked again, falling back where the
 table has another way; GPU_IS_LOST retires the device (NaN) while the others go on.
 """
 from __future__ import annotations
