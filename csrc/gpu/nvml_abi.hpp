@@ -54,15 +54,6 @@ constexpr int kClockMem = 2;
 constexpr int kPcieUtilTxBytes = 0;  // nvmlPcieUtilCounter_t NVML_PCIE_UTIL_TX_BYTES
 constexpr int kPcieUtilRxBytes = 1;  // NVML_PCIE_UTIL_RX_BYTES
 
-// Field ids for nvmlDeviceGetFieldValues (pynvml.py NVML_FI_DEV_*; units from the NVML reference).
-constexpr unsigned kFiTotalEnergyConsumption = 83;  // mJ since the driver was last reloaded
-constexpr unsigned kFiNvlinkThroughputDataTx = 138;  // KiB, counter; scopeId = link, UINT_MAX = all links
-constexpr unsigned kFiNvlinkThroughputDataRx = 139;  // KiB, counter; as above
-constexpr unsigned kFiPowerInstant = 186;  // mW; scopeId 0 = GPU only
-constexpr unsigned kFiPcieCountTxBytes = 197;  // bytes, counter
-constexpr unsigned kFiPcieCountRxBytes = 198;  // bytes, counter
-constexpr unsigned kScopeAllLinks = 0xFFFFFFFFu;  // "a scopeId of UINT_MAX returns the aggregate over all links"
-
 // nvmlValueType_t (pynvml.py NVML_VALUE_TYPE_*).
 enum : int {
   kValueDouble = 0,
@@ -247,19 +238,6 @@ static_assert(sizeof(GpmMetric) == 40 && offsetof(GpmMetric, value) == 8 && offs
 static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, sample2) == 16 &&
                   offsetof(GpmMetricsGet, metrics) == 24 && sizeof(GpmMetricsGet) == 24 + 40 * kGpmMetricMax,
               "nvmlGpmMetricsGet_t layout");
-
-// NVML_GPM_METRIC_* ids (pynvml.py); percentages 0-100, bandwidths in MiB/s.
-constexpr unsigned kGpmSmUtil = 2;  // SMs busy
-constexpr unsigned kGpmSmOccupancy = 3;  // warps resident vs the theoretical maximum
-constexpr unsigned kGpmAnyTensorUtil = 5;
-constexpr unsigned kGpmDramBwUtil = 10;
-constexpr unsigned kGpmFp64Util = 11;
-constexpr unsigned kGpmFp32Util = 12;
-constexpr unsigned kGpmFp16Util = 13;
-constexpr unsigned kGpmPcieTxPerSec = 20;
-constexpr unsigned kGpmPcieRxPerSec = 21;
-constexpr unsigned kGpmNvlinkTotalRxPerSec = 60;
-constexpr unsigned kGpmNvlinkTotalTxPerSec = 61;
 
 using GpmQueryDeviceSupportFn = Return (*)(Device, GpmSupport*);  // nvmlGpmQueryDeviceSupport
 using GpmSampleAllocFn = Return (*)(GpmSample*);  // nvmlGpmSampleAlloc

@@ -1,5 +1,6 @@
-// gpu: the metric table (csrc/gpu/nvml_query.hpp) for Python, as _native.nvml_metrics(), so that
-// tests/test_gpu.py can pin the pynvml twin (sysprof/sampling/portable/nvml_table.py) to it.
+// gpu: the metric tables as built (gen/gpu_metrics.hpp, from sysprof/sampling/gpu_metrics.py) for Python, as
+// _native.nvml_metrics() and nvml_gpm_metrics(): benchmarks/gpu_check.py walks them; tests/test_gpu_health.py
+// checks that the extension carries the table as it is now.
 // A header, included by csrc/bindings.cpp only: the C++ sources build without pybind11.
 #pragma once
 #include <pybind11/pybind11.h>
@@ -24,7 +25,7 @@ inline void bind_nvml(pybind11::module_& m) {
           d["field_id"] = s.field_id ? py::object(py::int_(s.field_id)) : py::object(py::none());
           d["scope"] = s.field_id ? py::object(py::int_(s.scope)) : py::object(py::none());
           d["fallback"] = s.fallback >= 0 ? py::object(py::str(nvml::kMetricTable[s.fallback].key)) : py::object(py::none());
-          d["rule"] = nvml::rule_name(s.rule);
+          d["rule"] = nvml::kRuleNames[s.rule];
           py::list channels;
           for (int c : s.channels)
             if (c != nvml::kNoChannel) channels.append(nvml::kChannelNames[c]);

@@ -9,23 +9,8 @@ namespace sysprof {
 namespace nvml {
 
 namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
 constexpr uint32_t bit(int k) { return uint32_t(1) << k; }
 }  // namespace
-
-const GpmSpec kGpmTable[kGpmMetrics] = {
-    {"NVML_GPM_METRIC_SM_UTIL", kGpmSmUtil, kSmActive, 1.0, -1},
-    {"NVML_GPM_METRIC_SM_OCCUPANCY", kGpmSmOccupancy, kSmOccupancy, 1.0, -1},
-    {"NVML_GPM_METRIC_ANY_TENSOR_UTIL", kGpmAnyTensorUtil, kTensorActive, 1.0, -1},
-    {"NVML_GPM_METRIC_DRAM_BW_UTIL", kGpmDramBwUtil, kDramActive, 1.0, -1},
-    {"NVML_GPM_METRIC_FP16_UTIL", kGpmFp16Util, kFp16Active, 1.0, -1},
-    {"NVML_GPM_METRIC_FP32_UTIL", kGpmFp32Util, kFp32Active, 1.0, -1},
-    {"NVML_GPM_METRIC_FP64_UTIL", kGpmFp64Util, kFp64Active, 1.0, -1},
-    {"NVML_GPM_METRIC_PCIE_TX_PER_SEC", kGpmPcieTxPerSec, kPcieTx, kMiB, mPcieTx},
-    {"NVML_GPM_METRIC_PCIE_RX_PER_SEC", kGpmPcieRxPerSec, kPcieRx, kMiB, mPcieRx},
-    {"NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", kGpmNvlinkTotalTxPerSec, kNvlinkTx, kMiB, mNvlinkTx},
-    {"NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", kGpmNvlinkTotalRxPerSec, kNvlinkRx, kMiB, mNvlinkRx},
-};
 
 void gpm_open(const Library& lib, Gpu& g, Calls& calls) {
   const int dev = int(g.index);

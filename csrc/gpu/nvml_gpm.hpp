@@ -10,8 +10,8 @@
 // refused (noted once when GPM first answers; the PCIe fields' own fallback, nvmlDeviceGetPcieThroughput,
 // is then never asked). Each metric's own return code is checked: a permanent one
 // reads NaN from then on, noted (but for a stand-in, whose channel's field was noted already).
-// The table is exported to Python as _native.nvml_gpm_metrics(); the pynvml twin is
-// sysprof/sampling/portable/nvml_gpm.py.
+// The table is written in sysprof/sampling/gpu_metrics.py (GPM_METRICS), which the pynvml path
+// (sysprof/sampling/portable/nvml_gpm.py) reads too; it is exported to Python as _native.nvml_gpm_metrics().
 #pragma once
 #include <memory>
 #include <string>
@@ -21,16 +21,7 @@
 namespace sysprof {
 namespace nvml {
 
-struct GpmSpec {
-  const char* name;    // NVML_GPM_METRIC_*, for messages
-  unsigned id;         // its id
-  int channel;         // the Channel written
-  double scale;        // value * scale: percent as is, MiB/s -> B/s
-  int stands_in_for;   // the Metric whose refusal makes this asked (-1: always asked)
-};
-constexpr int kGpmMetrics = 11;
-extern const GpmSpec kGpmTable[kGpmMetrics];
-
+// kGpmTable (GpmSpec rows, kGpmMetrics) is generated with kMetricTable (gen/gpu_metrics.hpp).
 struct GpmState {
   GpmSample sample[2] = {nullptr, nullptr};
   int next = 0;           // the buffer the next sample goes into

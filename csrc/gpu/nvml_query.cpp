@@ -1,4 +1,4 @@
-// gpu: the metric table and the one query path (see nvml_query.hpp).
+// gpu: the NVML call of each metric and the one query path (see nvml_query.hpp).
 #include "gpu/nvml_query.hpp"
 
 #include <climits>
@@ -11,8 +11,8 @@
 namespace sysprof {
 namespace nvml {
 
-// The per-device channels in Channel's order are the registry's first kPerDevice gpu rows (gen/channels.hpp;
-// tests/test_gpu_health.py compares the table's channels, by these names, with the pynvml table's).
+// The per-device channels in Channel's order are the registry's first kPerDevice gpu rows (gen/gpu_metrics.hpp
+// and gen/channels.hpp, both generated from the registry).
 static_assert(kPerDevice + kEventChannels + 1 == kGpuChannels,
               "Channel, the XID channels and the reading time are the registry's gpu rows (registry.py, _gpu())");
 
@@ -118,95 +118,54 @@ bool has(const Library& l) {
   return l.*kFn != nullptr;
 }
 
-constexpr int N = kNoChannel;
-
-}  // namespace
-
-// clang-format off
-constexpr MetricSpec kMetricTable[kMetrics] = {
-  {"util", "nvmlDeviceGetUtilizationRates", 0, 0, -1, kLevel, {kUtil, kMemUtil, N, N},
-   "utilization_percent, memory_utilization_percent", has<&Library::get_util>, get_util},
-  {"mem_v2", "nvmlDeviceGetMemoryInfo_v2", 0, 0, mMemV1, kLevel, {kMemUsed, kMemTotal, kMemFree, kMemReserved},
-   "memory_*_bytes", has<&Library::get_mem_v2>, get_mem_v2},
-  {"mem_v1", "nvmlDeviceGetMemoryInfo", 0, 0, -1, kLevel, {kMemUsed, kMemTotal, kMemFree, N},
-   "memory_*_bytes", has<&Library::get_mem_v1>, get_mem_v1},
-  {"power_field", "NVML_FI_DEV_POWER_INSTANT", kFiPowerInstant, 0, mPowerUsage, kFromMilli, {kPower, N, N, N},
-   "power_watts", has<&Library::get_fields>, nullptr},  // scope 0: the GPU, not the module
-  {"power_usage", "nvmlDeviceGetPowerUsage", 0, 0, -1, kFromMilli, {kPower, N, N, N},
-   "power_watts", has<&Library::get_power>, get_power},
-  {"energy_field", "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", kFiTotalEnergyConsumption, 0, mEnergyFn, kEnergyMj,
-   {kEnergy, kEnergyPower, N, N}, "energy_joules, energy_power_watts",
-   has<&Library::get_fields>, nullptr},
-  {"energy_fn", "nvmlDeviceGetTotalEnergyConsumption", 0, 0, -1, kEnergyMj, {kEnergy, kEnergyPower, N, N},
-   "energy_joules, energy_power_watts", has<&Library::get_energy>, get_energy},
-  {"temp_v", "nvmlDeviceGetTemperatureV", 0, 0, mTemp, kLevel, {kTemp, N, N, N},
-   "temperature_celsius", has<&Library::get_temp_v>, get_temp_v},
-  {"temp", "nvmlDeviceGetTemperature", 0, 0, -1, kLevel, {kTemp, N, N, N},
-   "temperature_celsius", has<&Library::get_temp>, get_temp},
-  {"sm_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)", 0, 0, -1, kFromMega, {kSmClock, N, N, N},
-   "sm_clock_hz", has<&Library::get_clock>, get_sm_clock},
-  {"mem_clock", "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)", 0, 0, -1, kFromMega, {kMemClock, N, N, N},
-   "memory_clock_hz", has<&Library::get_clock>, get_mem_clock},
-  {"pcie_tx", "NVML_FI_DEV_PCIE_COUNT_TX_BYTES", kFiPcieCountTxBytes, 0, mPcieTxTput, kByteRate,
-   {kPcieTx, N, N, N}, "pcie_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  {"pcie_rx", "NVML_FI_DEV_PCIE_COUNT_RX_BYTES", kFiPcieCountRxBytes, 0, mPcieRxTput, kByteRate,
-   {kPcieRx, N, N, N}, "pcie_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  // Older drivers without the count fields: the driver's 20 ms throughput (GPM, where there is, comes first).
-  {"pcie_tx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_TX_BYTES)", 0, 0, -1, kFromKilo, {kPcieTx, N, N, N},
-   "pcie_tx_bytes_per_second", has<&Library::get_pcie_tput>, get_pcie_tx_tput},
-  {"pcie_rx_tput", "nvmlDeviceGetPcieThroughput(NVML_PCIE_UTIL_RX_BYTES)", 0, 0, -1, kFromKilo, {kPcieRx, N, N, N},
-   "pcie_rx_bytes_per_second", has<&Library::get_pcie_tput>, get_pcie_rx_tput},
-  // scopeId UINT_MAX: the sum over all links (0 would be link 0 alone)
-  {"nvlink_tx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", kFiNvlinkThroughputDataTx, kScopeAllLinks, -1, kKibRate,
-   {kNvlinkTx, N, N, N}, "nvlink_tx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  {"nvlink_rx", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", kFiNvlinkThroughputDataRx, kScopeAllLinks, -1, kKibRate,
-   {kNvlinkRx, N, N, N}, "nvlink_rx_bytes_per_second", has<&Library::get_fields>, nullptr},
-  // Throttling, at every reading. ClocksEventReasons is the r535+ name of ThrottleReasons.
-  {"clk_events", "nvmlDeviceGetCurrentClocksEventReasons", 0, 0, mClkThrottle, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>},
-  {"clk_throttle", "nvmlDeviceGetCurrentClocksThrottleReasons", 0, 0, -1, kLevel, {kClkEvents, N, N, N},
-   "clocks_event_reasons", has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>},
-  // Health: slow rows (kSlowNs).
-  {"viol_power", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER)", 0, 0, -1, kNsTotal,
-   {kViolPower, kViolPowerRate, N, N}, "violation_power_seconds_*", has<&Library::get_violation>,
-   get_violation<kPerfPolicyPower>, true},
-  {"viol_thermal", "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL)", 0, 0, -1, kNsTotal,
-   {kViolThermal, kViolThermalRate, N, N}, "violation_thermal_seconds_*", has<&Library::get_violation>,
-   get_violation<kPerfPolicyThermal>, true},
-  {"ecc_corrected", "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", 0, 0, -1, kLevel, {kEccCorrected, N, N, N},
-   "ecc_corrected_total", has<&Library::get_ecc>, get_ecc<kMemoryErrorCorrected>, true},
-  {"ecc_uncorrected", "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", 0, 0, -1, kLevel,
-   {kEccUncorrected, N, N, N}, "ecc_uncorrected_total", has<&Library::get_ecc>, get_ecc<kMemoryErrorUncorrected>,
-   true},
-  {"remapped_rows", "nvmlDeviceGetRemappedRows", 0, 0, -1, kLevel,
-   {kRemapCorrectable, kRemapUncorrectable, kRemapPending, N}, "remapped_rows_*, remap_pending",
-   has<&Library::get_remapped>, get_remapped, true},
-  {"pcie_replay", "nvmlDeviceGetPcieReplayCounter", 0, 0, -1, kLevel, {kPcieReplay, N, N, N}, "pcie_replay_total",
-   has<&Library::get_pcie_replay>, get_uint<&Library::get_pcie_replay>, true},
-  {"power_limit", "nvmlDeviceGetEnforcedPowerLimit", 0, 0, -1, kFromMilli, {kPowerLimit, N, N, N},
-   "power_limit_watts", has<&Library::get_power_limit>, get_uint<&Library::get_power_limit>, true},
-  {"pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", 0, 0, -1, kLevel, {kPcieGen, N, N, N}, "pcie_link_generation",
-   has<&Library::get_pcie_gen>, get_uint<&Library::get_pcie_gen>, true},
-  {"pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", 0, 0, -1, kLevel, {kPcieWidth, N, N, N}, "pcie_link_width",
-   has<&Library::get_pcie_width>, get_uint<&Library::get_pcie_width>, true},
+// The NVML call behind each getter row, and whether the library exports what it needs. A field row
+// (field_id set) needs nvmlDeviceGetFieldValues alone.
+struct Ask {
+  Available available;
+  Getter get;  // nullptr for a field row
+  bool getter;
 };
-// clang-format on
-
-const char* rule_name(Rule r) {
-  switch (r) {
-    case kLevel: return "level";
-    case kFromMilli: return "milli";
-    case kFromMega: return "mega";
-    case kFromKilo: return "kilo";
-    case kEnergyMj: return "energy_mj";
-    case kByteRate: return "byte_rate";
-    case kKibRate: return "kib_rate";
-    case kNsTotal: return "ns_total";
+constexpr Ask asked_with(Available available, Getter get) { return {available, get, true}; }
+constexpr Ask ask_of(int m) {
+  switch (m) {
+    case mUtil: return asked_with(has<&Library::get_util>, get_util);
+    case mMemV2: return asked_with(has<&Library::get_mem_v2>, get_mem_v2);
+    case mMemV1: return asked_with(has<&Library::get_mem_v1>, get_mem_v1);
+    case mPowerUsage: return asked_with(has<&Library::get_power>, get_power);
+    case mEnergyFn: return asked_with(has<&Library::get_energy>, get_energy);
+    case mTempV: return asked_with(has<&Library::get_temp_v>, get_temp_v);
+    case mTemp: return asked_with(has<&Library::get_temp>, get_temp);
+    case mSmClock: return asked_with(has<&Library::get_clock>, get_sm_clock);
+    case mMemClock: return asked_with(has<&Library::get_clock>, get_mem_clock);
+    case mPcieTxTput: return asked_with(has<&Library::get_pcie_tput>, get_pcie_tx_tput);
+    case mPcieRxTput: return asked_with(has<&Library::get_pcie_tput>, get_pcie_rx_tput);
+    case mClkEvents: return asked_with(has<&Library::get_clk_events>, get_reasons<&Library::get_clk_events>);
+    case mClkThrottle: return asked_with(has<&Library::get_clk_throttle>, get_reasons<&Library::get_clk_throttle>);
+    case mViolPower: return asked_with(has<&Library::get_violation>, get_violation<kPerfPolicyPower>);
+    case mViolThermal: return asked_with(has<&Library::get_violation>, get_violation<kPerfPolicyThermal>);
+    case mEccCorrected: return asked_with(has<&Library::get_ecc>, get_ecc<kMemoryErrorCorrected>);
+    case mEccUncorrected: return asked_with(has<&Library::get_ecc>, get_ecc<kMemoryErrorUncorrected>);
+    case mRemappedRows: return asked_with(has<&Library::get_remapped>, get_remapped);
+    case mPcieReplay: return asked_with(has<&Library::get_pcie_replay>, get_uint<&Library::get_pcie_replay>);
+    case mPowerLimit: return asked_with(has<&Library::get_power_limit>, get_uint<&Library::get_power_limit>);
+    case mPcieGen: return asked_with(has<&Library::get_pcie_gen>, get_uint<&Library::get_pcie_gen>);
+    case mPcieWidth: return asked_with(has<&Library::get_pcie_width>, get_uint<&Library::get_pcie_width>);
+    default: return {has<&Library::get_fields>, nullptr, false};  // a field row
   }
-  return "?";
 }
-
-namespace {
+constexpr std::array<Ask, kMetrics> asks() {
+  std::array<Ask, kMetrics> a{};
+  for (int m = 0; m < kMetrics; ++m) a[m] = ask_of(m);
+  return a;
+}
+constexpr std::array<Ask, kMetrics> kAsk = asks();
+// Every getter row has its call here, and only those: a row added to the table without one stops the build.
+constexpr bool getters_complete() {
+  for (int m = 0; m < kMetrics; ++m)
+    if ((kMetricTable[m].field_id == 0) != kAsk[m].getter) return false;
+  return true;
+}
+static_assert(getters_complete(), "a getter row of sysprof/sampling/gpu_metrics.py without its call in ask_of()");
 
 constexpr uint32_t bit(int m) { return uint32_t(1) << m; }
 
@@ -224,10 +183,8 @@ constexpr uint32_t field_bits() {
     if (kMetricTable[m].field_id) b |= bit(m);
   return b;
 }
-constexpr int count_bits(uint32_t b) { return b ? int(b & 1) + count_bits(b >> 1) : 0; }
 constexpr std::array<int, kMetrics> kPrimary = primaries();
 constexpr uint32_t kFieldBits = field_bits();
-static_assert(count_bits(kFieldBits) == kMaxFields, "kMaxFields: the field rows of kMetricTable");
 static_assert(kMetrics <= 32, "Metric bits fit a uint32_t");
 
 bool is_field(int m) { return kMetricTable[m].field_id != 0; }
@@ -272,9 +229,9 @@ void store(Gpu& g, int m, const Raw& raw, int64_t now, double* o) {
     case kLevel:
       for (int k = 0; k < 4 && ch[k] != kNoChannel; ++k) o[ch[k]] = raw.v[k];
       break;
-    case kFromMilli: o[ch[0]] = raw.v[0] / 1000.0; break;
-    case kFromMega: o[ch[0]] = raw.v[0] * 1e6; break;
-    case kFromKilo: o[ch[0]] = raw.v[0] * 1000.0; break;
+    case kMilli: o[ch[0]] = raw.v[0] / 1000.0; break;
+    case kMega: o[ch[0]] = raw.v[0] * 1e6; break;
+    case kKilo: o[ch[0]] = raw.v[0] * 1000.0; break;
     case kEnergyMj:
       if (raw.counted) o[ch[0]] = double(raw.count) / 1000.0, o[ch[1]] = g.energy.update(raw.count, now);
       break;
@@ -307,7 +264,7 @@ bool as_counter(const FieldValue& f, uint64_t& v) {
 }
 Raw raw_of(const FieldValue& f, Rule rule) {
   Raw raw;
-  if (rule == kLevel || rule == kFromMilli || rule == kFromMega || rule == kFromKilo)
+  if (rule == kLevel || rule == kMilli || rule == kMega || rule == kKilo)
     raw.v[0] = as_double(f);
   else
     raw.counted = as_counter(f, raw.count);
@@ -358,7 +315,7 @@ bool read_getters(const Library& lib, Gpu& g, int64_t now, bool slow, double* o,
     const MetricSpec& s = kMetricTable[m];
     if (is_field(m) || (s.slow && !slow) || !wanted(g, m)) continue;
     Raw raw;
-    auto fn = [&] { return s.get(lib, g.handle, raw); };
+    auto fn = [&] { return kAsk[m].get(lib, g.handle, raw); };
     if (classify(g, m, calls.call(s.call, int(g.index), make_call(fn)), err, calls)) store(g, m, raw, now, o);
     if (g.lost) return false;
   }
@@ -402,7 +359,7 @@ int primary_of(int m) { return m >= 0 && m < kMetrics ? kPrimary[m] : -1; }
 
 void refuse_missing(const Library& lib, Gpu& g, Calls& calls) {
   for (int m = 0; m < kMetrics; ++m)
-    if (!kMetricTable[m].available(lib)) refuse(g, m, kErrorFunctionNotFound, calls);
+    if (!kAsk[m].available(lib)) refuse(g, m, kErrorFunctionNotFound, calls);
 }
 
 void read_device(const Library& lib, Gpu& g, int64_t now, double* o, std::string& err, Calls& calls) {

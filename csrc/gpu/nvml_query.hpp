@@ -2,7 +2,9 @@
 //
 // Each row of kMetricTable is a metric: the NVML getter or field id that answers it, the metric asked
 // instead once it is refused (the older form of a versioned call, or the getter of a field), the rule
-// that turns its raw answer into channel values and the channels it writes. A reading of a device is
+// that turns its raw answer into channel values and the channels it writes. The rows are written once, in
+// sysprof/sampling/gpu_metrics.py, for both backends: the build generates them (gen/gpu_metrics.hpp); the
+// NVML call of each getter row is ask_of() in nvml_query.cpp, keyed by Metric. A reading of a device is
 // one nvmlDeviceGetFieldValues call for every field metric still asked (each entry's own return code
 // checked), then a loop over the getter rows. Every answer goes through classify(): NOT_SUPPORTED,
 // NO_PERMISSION, FUNCTION_NOT_FOUND (and ARGUMENT_VERSION_MISMATCH; INVALID_ARGUMENT for a field id an
@@ -12,8 +14,8 @@
 // show in 30 % of the rows). Slow rows (health: violation times, ECC, remapped rows, PCIe replays and link,
 // the power limit) are asked once every kSlowNs and their channels hold the last answer in between, so at
 // 1 kHz they cost one compare per row per reading. GPM (csrc/gpu/nvml_gpm.hpp) follows the
-// getters. The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp); the pynvml
-// twin (sysprof/sampling/portable/nvml_table.py) is pinned to it by tests/test_gpu.py.
+// getters. The table is exported to Python as _native.nvml_metrics() (csrc/gpu/nvml_bindings.hpp):
+// tests/test_gpu_health.py checks that the built extension carries the table as it is now.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -24,108 +26,15 @@
 
 #include "derive/rules.hpp"
 #include "gen/channels.hpp"
+#include "gen/gpu_metrics.hpp"
 #include "gpu/nvml_library.hpp"
 
 namespace sysprof {
 namespace nvml {
 
-// Channels per device, in this order: the registry's (sysprof/sampling/registry.py, _gpu()), whose names
-// (kChannelNames) are generated from it at build time.
-enum Channel {
-  kUtil,
-  kMemUtil,
-  kMemUsed,
-  kMemTotal,
-  kMemFree,
-  kMemReserved,
-  kPower,
-  kEnergy,
-  kEnergyPower,
-  kTemp,
-  kSmClock,
-  kMemClock,
-  kPcieTx,
-  kPcieRx,
-  kNvlinkTx,
-  kNvlinkRx,
-  // throttling (every reading) and health (read every kSlowNs)
-  kClkEvents,
-  kViolPower,
-  kViolPowerRate,
-  kViolThermal,
-  kViolThermalRate,
-  kEccCorrected,
-  kEccUncorrected,
-  kRemapCorrectable,
-  kRemapUncorrectable,
-  kRemapPending,
-  kPcieReplay,
-  kPowerLimit,
-  kPcieGen,
-  kPcieWidth,
-  // GPM (csrc/gpu/nvml_gpm.hpp): laid out only on a device that supports it
-  kSmActive,
-  kSmOccupancy,
-  kTensorActive,
-  kDramActive,
-  kFp16Active,
-  kFp32Active,
-  kFp64Active,
-  kPerDevice
-};
-constexpr int kFirstGpm = kSmActive;  // kFirstGpm .. kPerDevice-1: the GPM-only channels
-constexpr int kNoChannel = -1;
+// The channel and metric enums, the rules, kMetricTable (MetricSpec rows) and kGpmTable are generated from the
+// GPU metric table (sysprof/sampling/gpu_metrics.py) by csrc/gen/gen_gpu_metrics.py at build time.
 inline constexpr const char* const* kChannelNames = kGpuChannelNames;
-
-// The metrics, in the order a reading asks the getters (kMetricTable's rows).
-enum Metric {
-  mUtil,
-  mMemV2,
-  mMemV1,
-  mPowerField,
-  mPowerUsage,
-  mEnergyField,
-  mEnergyFn,
-  mTempV,
-  mTemp,
-  mSmClock,
-  mMemClock,
-  mPcieTx,
-  mPcieRx,
-  mPcieTxTput,
-  mPcieRxTput,
-  mNvlinkTx,
-  mNvlinkRx,
-  // throttling: at every reading
-  mClkEvents,
-  mClkThrottle,
-  // health: slow rows, read every kSlowNs and held in between
-  mViolPower,
-  mViolThermal,
-  mEccCorrected,
-  mEccUncorrected,
-  mRemapped,
-  mPcieReplay,
-  mPowerLimit,
-  mPcieGen,
-  mPcieWidth,
-  kMetrics
-};
-// Slow rows are read once this long after their previous read; their channels hold the value between.
-constexpr int64_t kSlowNs = 1000000000;
-
-// How a raw answer becomes channel values.
-enum Rule {
-  kLevel,      // values as they are, one per channel written
-  kFromMilli,  // one value / 1000 (mW -> W)
-  kFromMega,   // one value * 1e6 (MHz -> Hz)
-  kFromKilo,   // one value * 1000 (KB/s -> B/s)
-  kEnergyMj,   // an mJ counter: energy_joules, and energy_power_watts through EnergyPower
-  kByteRate,   // a byte counter, as bytes per second through RateCounter
-  kKibRate,    // a KiB counter, as bytes per second through RateCounter
-  kNsTotal,    // a ns counter: seconds total, and seconds per second through RateCounter
-};
-const char* rule_name(Rule r);
 
 // A getter's raw answer: levels, or a counter.
 struct Raw {
@@ -136,25 +45,8 @@ struct Raw {
 using Getter = Return (*)(const Library&, Device, Raw&);
 using Available = bool (*)(const Library&);
 
-struct MetricSpec {
-  const char* key;       // the metric's name (as in the Python table)
-  const char* call;      // the NVML function or field asked, for messages
-  unsigned field_id;     // nvmlDeviceGetFieldValues id; 0: asked with `get`
-  unsigned scope;        // the field's scopeId
-  int fallback;          // the Metric asked instead once this one is refused, or -1
-  Rule rule;
-  std::array<int, 4> channels;  // the Channels written, kNoChannel-padded
-  const char* nan_note;  // what reads NaN once this (and its fallback) is refused
-  Available available;   // the library exports what this metric needs
-  Getter get;            // the NVML call (nullptr for a field)
-  bool slow = false;     // read every kSlowNs, held in between
-};
-extern const MetricSpec kMetricTable[kMetrics];
-
 // The metric whose fallback m is (asked only once that one is refused), or -1.
 int primary_of(int m);
-
-constexpr int kMaxFields = 6;  // the field rows of kMetricTable (a static_assert in nvml_query.cpp)
 
 // One NVML call, made by whoever times it: fn(ctx). Two pointers: nothing is allocated.
 struct Call {

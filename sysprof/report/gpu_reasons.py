@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Tuple
 
-from ..sampling.portable.nvml_table import SLOW_S
+from ..sampling.gpu_metrics import SLOW_S
 
 __all__ = ["CLOCK_EVENT_REASONS", "decode_reasons", "reason_lines", "reason_shares"]
 

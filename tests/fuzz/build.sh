@@ -12,9 +12,11 @@ TARGETS="cpu per_cpu meminfo diskstats netdev loadavg process process_tree press
 MODE=libfuzzer
 if [[ "${1:-}" == "--replay" ]] || ! command -v "${FUZZ_CLANG:-clang++}" >/dev/null 2>&1; then MODE=replay; fi
 
-# The channel table generated from the registry (as CMakeLists.txt does): rewritten only when it changes.
+# The channel and GPU metric tables generated from the registry and sysprof/sampling/gpu_metrics.py (as
+# csrc/CMakeLists.txt does): each rewritten only when it changes.
 GEN="$OUT/generated"
 "${PYTHON:-python3}" csrc/gen/gen_channels.py "$GEN/gen/channels.hpp"
+"${PYTHON:-python3}" csrc/gen/gen_gpu_metrics.py "$GEN/gen/gpu_metrics.hpp"
 
 SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CFLAGS="-std=c++17 -O1 -g -pthread -Icsrc -I$GEN $SAN"

@@ -3,7 +3,7 @@
 
 Mirrors the native NVML source (csrc/gpu/): same channels, units, rules and metric table. The modules:
 nvml_library.py (which library is loaded: :func:`library_path`, ``SYSPROF_NVML_LIBRARY``; the return
-codes), nvml_table.py (the metric table, pinned to the native one by tests/test_gpu.py), nvml_query.py
+codes), nvml_table.py (the lookups over the GPU metric table, sysprof/sampling/gpu_metrics.py), nvml_query.py
 (the NVML state and the per-device reading: one "call, classify, remember" path), and this one.
 
 Isolation, as the native source: every pynvml call (nvmlInit, discovery, the reads, nvmlShutdown) runs
@@ -26,7 +26,8 @@ from .nvml_events import XidWaiter
 from .nvml_samples import DriverSampleReader
 from .nvml_library import library_path, probe_library
 from .nvml_query import Abandoned, GpuReader, NvmlState
-from .nvml_table import CHANNELS, METRICS
+from ..gpu_metrics import METRICS
+from .nvml_table import CHANNELS
 
 __all__ = ["open_gpu", "library_path", "probe_library", "CHANNELS", "METRICS", "LATE_S", "OPEN_WAIT_S",
            "SYNC_WAIT_S"]

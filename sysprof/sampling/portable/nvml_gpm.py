@@ -1,6 +1,6 @@
 """GPM (GPU Performance Monitoring, Hopper and newer) on the pynvml path, as csrc/gpu/nvml_gpm.cpp reads it
-natively: the table (pinned to ``sysprof._native.nvml_gpm_metrics()`` by tests/test_gpu_health.py) and the
-per-device state.
+natively: the per-device state; the table is ``GPM_METRICS`` of the GPU metric table (sysprof/sampling/gpu_metrics.py),
+the one the native build generates its rows from.
 
 At discovery ``nvmlGpmQueryDeviceSupport`` says whether a device has GPM; if so two sample buffers are
 allocated (``nvmlGpmSampleAlloc``) for the device's life, with one ``nvmlGpmMetricsGet_t`` request. Each
@@ -11,34 +11,11 @@ pynvml without the GPM API (nvidia-ml-py before 12.535): no GPM channels, and a 
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple, Optional
+from typing import List, Optional
 
+from ..gpu_metrics import GPM_METRICS
 from . import nvml_library as lib
 
-MIB = 1024.0 * 1024.0
-
-
-class GpmMetric(NamedTuple):
-    name: str  # NVML_GPM_METRIC_*
-    id: int
-    channel: str
-    scale: float  # percent as is; MiB/s -> B/s
-    stands_in_for: Optional[str]  # the metric table's row whose refusal makes this asked (None: always)
-
-
-GPM_METRICS = (
-    GpmMetric("NVML_GPM_METRIC_SM_UTIL", 2, "sm_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_SM_OCCUPANCY", 3, "sm_occupancy_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_ANY_TENSOR_UTIL", 5, "tensor_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_DRAM_BW_UTIL", 10, "dram_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_FP16_UTIL", 13, "fp16_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_FP32_UTIL", 12, "fp32_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_FP64_UTIL", 11, "fp64_active_percent", 1.0, None),
-    GpmMetric("NVML_GPM_METRIC_PCIE_TX_PER_SEC", 20, "pcie_tx_bytes_per_second", MIB, "pcie_tx"),
-    GpmMetric("NVML_GPM_METRIC_PCIE_RX_PER_SEC", 21, "pcie_rx_bytes_per_second", MIB, "pcie_rx"),
-    GpmMetric("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", 61, "nvlink_tx_bytes_per_second", MIB, "nvlink_tx"),
-    GpmMetric("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", 60, "nvlink_rx_bytes_per_second", MIB, "nvlink_rx"),
-)
 _API = ("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet",
         "nvmlGpmMetricsGet", "c_nvmlGpmMetricsGet_t")
 

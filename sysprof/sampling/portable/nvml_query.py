@@ -4,8 +4,8 @@
 devices, notes); :class:`GpuReader` reads every device through it, on the poller thread
 (sysprof/sampling/portable/nvml.py). A reading of a device is one ``nvmlDeviceGetFieldValues`` call for
 the field metrics still asked (each entry's return code checked), then a loop over the getter rows of
-the metric table (nvml_table.py). Every answer goes through one "call, classify, remember" path:
-permanent answers are remembered per (device, metric) and never asked again, falling back where the
+the GPU metric table (sysprof/sampling/gpu_metrics.py, looked up through nvml_table.py). Every answer goes
+through one "call, classify, remember" path: permanent answers are remembered per (device, metric) and never asked again, falling back where the
 table has another way; GPU_IS_LOST retires the device (NaN) while the others go on.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Callable, Dict, List, Optional
 
 from ...text import text
 from . import nvml_library as lib
-from .nvml_gpm import GPM_METRICS, GpmDevice
-from .nvml_table import (BY_KEY, CHANNELS, FIELDS, GETTERS, GPM_CHANNELS, INDEX, LEVEL_RULES, SLOW_CHANNELS, SLOW_S,
-                         Metric, field_value, wanted)
+from ..gpu_metrics import GPM_METRICS, LEVEL_RULES, SLOW_S, Metric
+from .nvml_gpm import GpmDevice
+from .nvml_table import BY_KEY, CHANNELS, FIELDS, GETTERS, GPM_CHANNELS, INDEX, SLOW_CHANNELS, field_value, wanted
 from .rules import EnergyPower, RateCounter
 
 NAN = math.nan
