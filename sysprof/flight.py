@@ -85,6 +85,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .trace.events import instant, to_chrome
+
 __all__ = ["FlightOptions", "FlightRecorder", "dump", "TRIGGERS", "DUMP_EVENT", "FLIGHT_EVENT",
            "DEFAULT_STEP_PATTERNS", "DEFAULT_TRACE_EVERY_S", "decimation_modes"]
 
@@ -590,9 +592,8 @@ class _Trace:
                                 "mean": "the time-weighted mean over the span (rates, gauges), NaN time left out",
                                 "any": "the OR of the span's values (bit masks)"}}
         if rec.head is None:
-            return [{"name": START_EVENT, "ph": "i", "s": "g", "ts": rec.ts(first_ns), "pid": rec.pid, "tid": 0,
-                     "args": {"interval_s": self.every_s, "channels": list(rec.channels),
-                              "decimation": decimation}},
+            return [to_chrome(instant(START_EVENT, first_ns, rec.pid, {
+                "interval_s": self.every_s, "channels": list(rec.channels), "decimation": decimation}), rec.ts),
                     self.builder.units_event()]
         out = []
         for ev in rec.head:
@@ -703,8 +704,7 @@ class _Trace:
                          "flight_trace": {"every_s": self.every_s, "rows_in": self.rows_in, "rows": self.rows,
                                           "cut": cut, "dumps": [os.path.basename(d["path"]) for d in rec.written],
                                           "suppressed": dict(rec.suppressed)}})
-            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": rec.ts(end_ns), "pid": rec.pid, "tid": 0,
-                          "args": stop})
+            writer.write(to_chrome(instant(STOP_EVENT, end_ns, rec.pid, stop), rec.ts))
         finally:
             self.held, self.waiting = [], []
             writer.close()
@@ -1011,9 +1011,8 @@ class FlightRecorder:
             return self._turn_away("min_gap")
         self._last_at = at_ns
         self.started += 1
-        self._to_trace("event", at_ns, {"name": FLIGHT_EVENT, "ph": "i", "s": "g", "ts": self.ts(at_ns),
-                                        "pid": self.pid, "tid": 0,
-                                        "args": {"trigger": kind, "reason": reason, "index": self.started}})
+        self._to_trace("event", at_ns, to_chrome(instant(FLIGHT_EVENT, at_ns, self.pid, {
+            "trigger": kind, "reason": reason, "index": self.started}), self.ts))
         lo = at_ns - self.before_ns
         if start_ns is not None:
             lo = min(lo, start_ns)
@@ -1118,8 +1117,8 @@ class FlightRecorder:
             return
         budget = self.options.max_bytes - self.bytes_written
         events = [ev for _, ev in job["events"]]
-        events.append({"name": FLIGHT_EVENT, "ph": "i", "s": "g", "ts": self.ts(p.at_ns), "pid": self.pid,
-                       "tid": 0, "args": {"trigger": p.kind, "reason": p.reason}})
+        events.append(to_chrome(instant(FLIGHT_EVENT, p.at_ns, self.pid, {"trigger": p.kind, "reason": p.reason}),
+                                self.ts))
         events.sort(key=_ts_key)
         # the window's times: its rows', its events' and the trigger's
         ends = [p.at_ns] + [int(t) for t in times[:1]] + [int(t) for t in times[-1:]]
@@ -1166,8 +1165,7 @@ class FlightRecorder:
             stop["recording_stats"] = stop.pop("stats", None)
             stop.update({"stats": {"taken": rows}, "samples_written": rows, "elapsed_s": (end_ns - first_ns) / 1e9,
                          "flight": dict(info, cut=cut)})
-            writer.write({"name": STOP_EVENT, "ph": "i", "s": "g", "ts": self.ts(end_ns), "pid": self.pid,
-                          "tid": 0, "args": stop})
+            writer.write(to_chrome(instant(STOP_EVENT, end_ns, self.pid, stop), self.ts))
         finally:
             writer.close()
         size = writer.bytes_written
@@ -1184,8 +1182,8 @@ class FlightRecorder:
         from .trace.schema import START_EVENT
 
         if self.head is None:
-            return [{"name": START_EVENT, "ph": "i", "s": "g", "ts": self.ts(first_ns), "pid": self.pid, "tid": 0,
-                     "args": {"interval_s": self.interval_s, "channels": list(self.channels), "flight": info}},
+            return [to_chrome(instant(START_EVENT, first_ns, self.pid, {
+                "interval_s": self.interval_s, "channels": list(self.channels), "flight": info}), self.ts),
                     builder.units_event()]
         out = []
         for ev in self.head:
