@@ -238,7 +238,7 @@ def test_fallback_thread_drains_without_events(fake, recording_handler, monkeypa
     sysp = prof.system_profiler
     sysp.drain_interval_seconds = 0.01  # fallback period: max(1 s, 4 * 0.01 s) = 1 s
     prof.start()
-    thread = sysp._thread
+    thread = sysp.session._thread
     assert thread is not None and thread.daemon and thread.is_alive()
     sampler.rows = [(T0 + MS, ROW)]
     deadline = time.monotonic() + 5

@@ -57,8 +57,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from sysprof.pipeline import Sink
+
 __all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "READY_LAG_SHARE",
-           "parse_summaries"]
+           "parse_summaries", "SummarySink"]
 
 #: every name logged starts with this
 PREFIX = "sysprof/"
@@ -345,3 +347,19 @@ def _star(pattern: str, channel: str) -> str:
     """The text the one ``*`` of ``pattern`` matched in ``channel``."""
     head, _, tail = pattern.partition("*")
     return channel[len(head):len(channel) - len(tail)]
+
+
+class SummarySink(Sink):
+    """A :class:`SummaryWindow` as a sink of a recording session (:class:`sysprof.pipeline.Session`): bound to the
+    session's channels at its start, every drained batch added."""
+
+    name = "summaries"
+
+    def __init__(self, window: SummaryWindow) -> None:
+        self.window = window
+
+    def open(self, start) -> None:
+        self.window.bind(start.channels)
+
+    def take(self, chunk) -> None:
+        self.window.add(chunk.batch)

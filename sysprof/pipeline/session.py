@@ -192,10 +192,11 @@ class Session:
 
     # ---- the drain ----
     def pump(self, *, cycle_end: bool = False, _stop_ns: Optional[int] = None) -> Optional[Chunk]:
-        """Drain once and feed every sink; returns the chunk (None when the session has no sampler)."""
+        """Drain once and feed every sink; returns the chunk (None when the session has no sampler, or was
+        stopped: its sinks are closed)."""
         with self._lock:
             sampler = self.sampler
-            if sampler is None:
+            if sampler is None or self._closed.is_set():
                 return None
             try:
                 batch = sampler.drain()
