@@ -277,7 +277,7 @@ class SystemProfiler(Callback):
                                "sysprof.Profiler) to the Trainer.")
         self._shutdown()  # reused after an earlier run
         self._state = state
-        self._sink = self._driver = self._spans = None
+        self.session = self._sink = self._driver = self._spans = None
         self._cuda_device = None
         self._note_cuda_device()
         self._rank = distributed.rank_info()
