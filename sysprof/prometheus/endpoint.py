@@ -90,6 +90,8 @@ class PrometheusEndpoint(Sink):
         OSError: the address cannot be bound (in use, not this host's).
     """
 
+    name = "prometheus"
+
     def __init__(self, sampler: Any, *, listen: Any = DEFAULT_LISTEN, window: float = DEFAULT_WINDOW_S,
                  slots: int = DEFAULT_SLOTS, drain: bool = True, own_sampler: bool = False,
                  max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT_S,
@@ -130,21 +132,20 @@ class PrometheusEndpoint(Sink):
                                   max_connections=max_connections, header_timeout=header_timeout)
         self.host, self.port = host, int(self._server.server_address[1])
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sysprof-prometheus", daemon=True)
-        self._thread.start()
         self.session: Optional[Session] = None
         if self.drains:
             self.session = Session(sampler, [self], period=FOLD_PERIOD_S, name="sysprof-prometheus-fold")
             self.session.start(thread=True, start_sampler=False)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="sysprof-prometheus", daemon=True)
+        self._thread.start()
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
 
-    name = "prometheus"
-
     def take(self, chunk: Any) -> None:
+        """A session's chunk: its rows folded (:meth:`feed`)."""
         self.feed(chunk.batch)
 
     def feed(self, batch: Any) -> None:
