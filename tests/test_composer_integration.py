@@ -92,7 +92,8 @@ TRAIN = textwrap.dedent('''
     sampler = sysp.sampler
     backend = sampler.backend if sampler is not None else None
     trainer.close()
-    thread_alive = sysp._thread is not None and sysp._thread.is_alive()
+    thread = sysp.session._thread if sysp.session is not None else None
+    thread_alive = thread is not None and thread.is_alive()
     sysp_stats = sysp.stats
     sampler_stats = dict(sampler.stats) if sampler is not None else None  # stopped by close(): final counts
 

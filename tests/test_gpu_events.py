@@ -184,7 +184,10 @@ def test_composer_path_writes_the_same_xid_instants(fake, fresh_pynvml, tmp_path
     wait_for(lambda: (sp.sampler.latest() or {}).get("gpu/0/xid_total") == 1.0)
     prof.step()
     wait_for(lambda: (sp.sampler.latest() or {}).get("gpu/1/xid_total") == 1.0)
-    wait_for(lambda: sp._instants.refresh.args is not None)
+    from sysprof.pipeline.producers import GpuRefresh
+
+    (refresh_producer,) = [p for p in sp.session.producers if isinstance(p, GpuRefresh)]
+    wait_for(lambda: refresh_producer.measured.args is not None)
     prof.step()
     prof.stop()
     assert f.xids_sent() == 2
@@ -203,8 +206,9 @@ def test_composer_path_writes_the_same_xid_instants(fake, fresh_pynvml, tmp_path
 
 def test_composer_handler_without_the_extension_gets_plain_instants():
     """A handler without process_system_instant (Composer's) gets process_instant_event: name, no args."""
-    from sysprof.profiler.system_instants import SystemInstants
+    from sysprof.profiler.composer_sink import send_instants
     from sysprof.profiler.trace_handler import TraceHandler
+    from sysprof.trace import events as ev
 
     got = []
 
@@ -216,6 +220,6 @@ def test_composer_handler_without_the_extension_gets_plain_instants():
         def process_instant_event(self, **kw):
             got.append(("base", kw))
 
-    SystemInstants.send([Composerish(), Ours()], [(XID_EVENT, 5_000, "ts", {"gpu": 0, "xid": 79})])
+    send_instants([Composerish(), Ours()], [(ev.instant(XID_EVENT, 5_000, 0, {"gpu": 0, "xid": 79}), "ts")])
     kw = {"name": XID_EVENT, "categories": ("gpu",), "timestamp": "ts", "wall_clock_time_ns": 5_000}
     assert got == [("plain", kw), ("base", kw)]

@@ -208,10 +208,13 @@ def test_native_side_buffer_drops_the_oldest_and_counts(fake):  # noqa: F811
 
 
 def test_composer_path_counters_recording_windows_and_late():
-    """SystemSamples (the Composer path): record's builder's samples, only those taken while recording, with the
-    training timestamp then, in time order, NaN left out; those of a cycle already saved are late; totals exact."""
-    from sysprof.profiler.system_samples import SystemSamples
-    from sysprof.profiler.system_streams import RecordingLog
+    """The Composer path (the session's driver samples producer into Composer's sink): record's builder's samples,
+    only those taken while recording, with the training timestamp then, in time order, NaN left out; those of a
+    cycle already saved are late; totals exact."""
+    from sysprof.pipeline import Chunk
+    from sysprof.pipeline.producers import DriverSamples as Producer
+    from sysprof.profiler.composer_sink import ComposerSink
+    from sysprof.sampling.sampler import Batch
 
     drains = [DriverSamples({"gpu/0/power_samples_watts": (np.array([1000, 3000, 5000, 7000]),
                                                            np.array([250.0, np.nan, 252.0, 253.0])),
@@ -223,31 +226,62 @@ def test_composer_path_counters_recording_windows_and_late():
         def drain_gpu_samples(self):
             return drains.pop(0)
 
-    log = RecordingLog()
+    got = []
+
+    class Handler:
+        def process_system_counter(self, **kw):
+            got.append((kw["name"], kw["wall_clock_time_ns"], kw["timestamp"], kw["values"], kw["units"]))
+
+    sink = ComposerSink(lambda: [Handler()], None, now=lambda: 6000, arrival_ns=10**10)
     for t, rec, stamp in ((2000, True, "A"), (6000, False, "B"), (8000, True, "C")):
-        log.observe(t, rec, stamp)
-    ss = SystemSamples(Stub())
+        sink.observe(t, rec, stamp)
+    producer = Producer(Stub(), 0)
+    empty = Batch(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), ())
+
+    def take(cycle_end=False):  # one drain (cycle_end: the cycle's file is saved then, at now = 6000)
+        got.clear()
+        sink.take(Chunk(empty, producer.take(empty, None), 0, cycle_end=cycle_end))
+        return list(got)
+
     watts, hz = {"gpu/0/power_samples_watts": "W"}, {"gpu/0/sm_clock_samples_hz": "Hz"}
-    assert ss.take(log) == [("gpu/0/sm_clock_samples_hz", 4000, "A", {"sm_clock_samples_hz": 1.5e9}, hz),
-                            ("gpu/0/power_samples_watts", 5000, "A", {"power_samples_watts": 252.0}, watts)]
-    ss.saved(6000)
-    assert ss.take(log) == [("gpu/0/power_samples_watts", 9000, "C", {"power_samples_watts": 255.0}, watts)]
-    assert ss.summary() == {"samples": 7, "dropped": 2, "absent": {"gpu/1/power_samples_watts": "why"}, "late": 1}
+    assert take(cycle_end=True) == [("gpu/0/sm_clock_samples_hz", 4000, "A", {"sm_clock_samples_hz": 1.5e9}, hz),
+                                    ("gpu/0/power_samples_watts", 5000, "A", {"power_samples_watts": 252.0}, watts)]
+    assert take() == [("gpu/0/power_samples_watts", 9000, "C", {"power_samples_watts": 255.0}, watts)]
+    summary = dict(producer.samples.summary(), late=sink.late)
+    assert summary == {"samples": 7, "dropped": 2, "absent": {"gpu/1/power_samples_watts": "why"}, "late": 1}
 
 
 def test_composer_path_never_raises_and_handlers_get_their_calls(caplog):
     """A failing drain gives nothing (logged once); Composer's handlers (no process_system_counter) and the base
     class's default get plain counters; a handler that raises is reported and skipped, the others still served."""
-    from sysprof.profiler.system_samples import SystemSamples
-    from sysprof.profiler.system_streams import RecordingLog
+    from sysprof.pipeline import Session
+    from sysprof.pipeline.producers import DriverSamples as Producer
+    from sysprof.profiler.composer_sink import ComposerSink, send_counters
     from sysprof.profiler.trace_handler import TraceHandler
+    from sysprof.sampling.sampler import Batch
+    from sysprof.trace import events as ev
 
     class Failing:
+        channels = ()
+
+        def drain(self):
+            return Batch(np.zeros(0, dtype=np.int64), np.zeros((0, 0)), ())
+
         def drain_gpu_samples(self):
             raise RuntimeError("gone")
 
-    ss = SystemSamples(Failing())
-    assert ss.take(RecordingLog()) == [] and ss.take(RecordingLog()) == []
+    counted = []
+
+    class Counting:
+        def process_system_counter(self, **kw):
+            counted.append(kw)
+
+    sink = ComposerSink(lambda: [Counting()], None, now=lambda: 0, arrival_ns=1)
+    sink.observe(0, True, "ts")
+    session = Session(Failing(), [sink], [Producer(Failing(), 0)])
+    session.pump()
+    session.pump()
+    assert counted == [] and not session.failures.keys() - {"gpu driver samples"}
     assert sum("driver samples failed" in r.getMessage() for r in caplog.records) == 1
 
     got = []
@@ -264,10 +298,10 @@ def test_composer_path_never_raises_and_handlers_get_their_calls(caplog):
         def process_system_counter(self, **kw):
             raise ValueError("broken")
 
-    counter = ("gpu/0/power_samples_watts", 5_000, "ts", {"power_samples_watts": 251.0},
+    counter = (ev.counter("gpu/0/power_samples_watts", 5_000, 0, {"power_samples_watts": 251.0}), "ts",
                {"gpu/0/power_samples_watts": "W"})
     with pytest.warns(RuntimeWarning, match="Broken raised ValueError"):
-        SystemSamples.send([Broken(), Composerish(), Ours()], [counter])
+        send_counters([Broken(), Composerish(), Ours()], [counter])
     kw = {"name": "gpu/0/power_samples_watts", "categories": ("gpu",), "timestamp": "ts",
           "wall_clock_time_ns": 5_000, "values": {"power_samples_watts": 251.0}}
     assert got == [("plain", kw), ("base", kw)]
@@ -303,7 +337,7 @@ def test_composer_path_writes_driver_samples_at_their_timestamps(fake, fresh_pyn
     sp.sampler.drain_gpu_samples = lambda: drained.append(real()) or drained[-1]
 
     def drained_enough():
-        sp._drain()  # what the profiler's drains do, now
+        sp._drain()  # what the profiler's drains do, now (the session's pump)
         return sum(len(t) for d in drained for t, _ in d.values()) >= 4 * 40  # more than one read
 
     wait_for(drained_enough)

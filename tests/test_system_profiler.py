@@ -238,7 +238,7 @@ def test_fallback_thread_drains_without_events(fake, recording_handler, monkeypa
     sysp = prof.system_profiler
     sysp.drain_interval_seconds = 0.01  # fallback period: max(1 s, 4 * 0.01 s) = 1 s
     prof.start()
-    thread = sysp._thread
+    thread = sysp.session._thread
     assert thread is not None and thread.daemon and thread.is_alive()
     sampler.rows = [(T0 + MS, ROW)]
     deadline = time.monotonic() + 5
@@ -383,3 +383,27 @@ def test_ring_sized_by_the_one_rule():
     assert SystemProfiler(stats_thread_interval_seconds=0.001)._make_sampler().capacity == 8000
     assert SystemProfiler(stats_thread_interval_seconds=0.5)._make_sampler().capacity == 4096
     assert ring_capacity(1e-7, 8.0, 4096, 1 << 20) == 1 << 20
+
+
+def test_one_session_feeds_every_sink(fake, recording_handler):
+    """Composer's profiler, the Prometheus endpoint and the summary window are sinks of one session: one drain
+    feeds each the same rows; once stopped, the session drains nothing more."""
+    pytest.importorskip("prometheus_client")
+    from prometheus_support import parsed, scrape
+
+    sampler, clock = fake
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[recording_handler], sys_prof_cpu=True)
+    sysp = prof.system_profiler
+    sysp.log_summaries, sysp.prometheus_listen = ["cpu/percent:max"], "127.0.0.1:0"
+    prof.start()
+    session = sysp.session
+    assert [s.name for s in session.sinks] == ["prometheus", "summaries", "composer profiler"]
+    sampler.rows = [(T0 + MS, ROW), (T0 + 2 * MS, [14.5] + ROW[1:])]
+    sysp._drain()
+    assert [c[3] for c in _calls(recording_handler) if c[0] == "cpu"] == [{"cpu_percent": 12.5},
+                                                                         {"cpu_percent": 14.5}]
+    assert sysp._summaries.take() == {"sysprof/cpu_percent_max": 14.5}
+    fams = parsed(scrape(sysp._endpoint.url)[1])
+    assert fams["sysprof_cpu_busy_ratio_max"][1][("sysprof_cpu_busy_ratio_max", ())] == 0.145
+    prof.stop()
+    assert session.closed and session.pump() is None and sysp.stats["rows_drained"] == 2

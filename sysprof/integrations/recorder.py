@@ -30,12 +30,11 @@ from typing import Any, Dict, Optional, Sequence
 
 from sysprof import forks
 from sysprof.integrations.phase_log import PhaseLog
-from sysprof.integrations.summaries import SummaryWindow
-from sysprof.pipeline.session import Producer, Sink
+from sysprof.integrations.summaries import SummarySink, SummaryWindow
+from sysprof.pipeline.session import Producer
 from sysprof.trace import events
-from sysprof.trace.events import chrome_events
 
-__all__ = ["Recorder", "free_path", "trace_head", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
+__all__ = ["Recorder", "free_path", "DEFAULT_SOURCES", "DEFAULT_INTERVALS", "DRAIN_PERIOD", "FLUSH_PERIOD", "PHASE_CATEGORY"]
 
 log = logging.getLogger("sysprof.integrations")
 
@@ -69,13 +68,6 @@ def free_path(path: "os.PathLike[str] | str") -> pathlib.Path:
     return candidate
 
 
-def trace_head(pid: int, rank: int, framework: str, t_start_ns: int, sampler, channels, ts, units: dict) -> list:
-    """The first events of an in-process recording's trace (and of its flight dumps), as Chrome events: the
-    process name, the rank metadata, the start event (:func:`sysprof.trace.events.start_metadata`) and the units;
-    ``ts`` turns ns into the trace's ``ts``."""
-    return chrome_events(_head_events(pid, rank, framework, t_start_ns, sampler, channels, units), ts)
-
-
 def _head_events(pid: int, rank: int, framework: str, t_start_ns: int, sampler, channels, units: dict) -> list:
     from sysprof.distributed import rank_info
 
@@ -100,26 +92,6 @@ class _Phases(Producer):
                for name, start, end, tid, args in spans]
         out.sort(key=lambda e: e.t_ns)
         return out
-
-
-class _Summaries(Sink):
-    """The :class:`SummaryWindow` fed by every drain: the phases first, then the rows; from the session's own
-    thread the window's summaries are left ready for the next log step (:attr:`snapshots`)."""
-
-    name = "summaries"
-
-    def __init__(self, window: SummaryWindow) -> None:
-        self.window = window
-        self.snapshots = True
-
-    def open(self, start) -> None:
-        self.window.bind(start.channels)
-
-    def take(self, chunk) -> None:
-        for e in chunk.events:
-            if e.kind == events.SPAN and e.cat == PHASE_CATEGORY:
-                self.window.add_span(e.name, e.t_ns, e.t_ns + e.dur_ns)
-        self.window.add(chunk.batch, snapshot_ns=chunk.t_ns if self.snapshots else None)
 
 
 class Recorder:
@@ -164,7 +136,7 @@ class Recorder:
         self.sampler: Any = None
         self.writer: Any = None
         self.session: Any = None  # the pipeline: sampler -> drain -> the trace (or the flight recorder), summaries
-        self._summaries: Optional[_Summaries] = None
+        self._summaries: Optional[SummarySink] = None
         self._stopped = threading.Event()  # stopping or stopped
         self._finished = threading.Event()  # the trace is closed
         self._stop_lock = threading.Lock()
@@ -229,21 +201,18 @@ class Recorder:
             from sysprof.flight import FlightRecorder, FlightSink
 
             self.path.mkdir(parents=True, exist_ok=True)
-            t0 = time.time_ns()
-            ts = (lambda t: t / 1000.0) if float_ts else (lambda t: t // 1000)  # FlightRecorder.ts
             self.flight = FlightRecorder(self.path, channels, sampler.interval, self.flight_options,
-                                         head=trace_head(pid, self.rank, self.framework, t0, sampler, channels, ts,
-                                                         _units(channels, pid)),
                                          float_ts=float_ts, pid=pid,
                                          stop_args=lambda: {"stats": dict(sampler.stats), "errors": dict(sampler.errors)},
                                          notify=log.warning, suffix=f"-rank{self.rank}")
-            sinks.append(FlightSink(self.flight))
+            sinks.append(FlightSink(self.flight, head=lambda start: _head_events(
+                pid, self.rank, self.framework, start.t_start_ns, sampler, start.channels, _units(start.channels, pid))))
         else:
             self._open_writer()
             sinks.append(TraceSink(self.writer, self._head, system_pid=pid, float_ts=float_ts, fast=True,
                                    stats=lambda: dict(sampler.stats)))
         if self.window is not None:
-            self._summaries = _Summaries(self.window)
+            self._summaries = SummarySink(self.window, snapshots=True, spans=PHASE_CATEGORY)
             sinks.append(self._summaries)
         self.sampler = sampler
         session = Session(sampler, sinks, [self._phases] + standard(sampler, pid), period=DRAIN_PERIOD,

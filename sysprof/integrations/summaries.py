@@ -57,8 +57,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
+from sysprof.pipeline import Sink
+
 __all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "READY_LAG_SHARE",
-           "parse_summaries"]
+           "parse_summaries", "SummarySink"]
 
 #: every name logged starts with this
 PREFIX = "sysprof/"
@@ -345,3 +347,28 @@ def _star(pattern: str, channel: str) -> str:
     """The text the one ``*`` of ``pattern`` matched in ``channel``."""
     head, _, tail = pattern.partition("*")
     return channel[len(head):len(channel) - len(tail)]
+
+
+class SummarySink(Sink):
+    """A :class:`SummaryWindow` as a sink of a recording session (:class:`sysprof.pipeline.Session`): bound to the
+    session's channels at its start; at each drain the spans of category ``spans`` among the chunk's events (the
+    trainer's phases) first, then the rows. With ``snapshots``, a drain leaves the window's summaries ready for
+    the next log step (:meth:`SummaryWindow.take_ready`); the owner turns :attr:`snapshots` off around a drain of
+    its own."""
+
+    name = "summaries"
+
+    def __init__(self, window: SummaryWindow, *, snapshots: bool = False, spans: Optional[str] = None) -> None:
+        self.window = window
+        self.snapshots = snapshots
+        self.spans = spans
+
+    def open(self, start) -> None:
+        self.window.bind(start.channels)
+
+    def take(self, chunk) -> None:
+        if self.spans is not None:
+            for e in chunk.events:
+                if e.kind == "span" and e.cat == self.spans:
+                    self.window.add_span(e.name, e.t_ns, e.t_ns + e.dur_ns)
+        self.window.add(chunk.batch, snapshot_ns=chunk.t_ns if self.snapshots else None)

@@ -1,9 +1,12 @@
 """The drop-in replacement for Composer's ``SystemProfiler`` callback, fed by sysprof's native sampler.
 
-Data flow: :class:`sysprof.Sampler` (native thread -> ring buffer) -> :meth:`SystemProfiler._drain` (batches of
-rows) -> one counter event per (row, trace name) -> every trace handler of ``state.profiler``. Each event is
-stamped with the wall-clock time its row was sampled, and only rows sampled while the profiler's action was one
-that markers record by default (WARMUP, ACTIVE, ACTIVE_AND_SAVE) are emitted.
+Data flow: one recording session (:class:`sysprof.pipeline.Session`: :class:`sysprof.Sampler`'s rows and the
+standard producers' events, drained on a thread of its own every ``max(1 s, 4 * drain_interval_seconds)`` and at
+training events: when due, and at each cycle's save) -> its sinks: Composer's profiler
+(:class:`~sysprof.profiler.composer_sink.ComposerSink`: one counter event per (row, trace name) to every trace
+handler of ``state.profiler``, stamped with the wall-clock time its row was sampled, only rows sampled while the
+profiler's action was one that markers record by default: WARMUP, ACTIVE, ACTIVE_AND_SAVE), and with their options
+the Prometheus endpoint, the summary window and the flight recorder.
 
 Trace names, categories and argument keys are Composer's (fixed: GB = 1e9 bytes, kB = 1e3 bytes, the disk key is
 the field name): the ``"composer"`` :class:`~sysprof.trace.tracks.TrackLayout` over the data in
@@ -16,23 +19,21 @@ import collections
 import logging
 import math
 import numbers
+import os
 import sys
-import threading
 import time
 from typing import Any, Dict, Optional
 
-import numpy as np
-
 from sysprof import distributed, forks
+from sysprof.pipeline import Session
+from sysprof.pipeline.session import Producer
 from sysprof.profiler.callback import Callback, event_name
 from sysprof.sampling.registry import SOURCES, source_available
 from sysprof.trace.composer import COUNTER_RULES, CUDA_MEMORY_KEYS, CUDA_MEMORY_UNITS
+from sysprof.profiler.composer_sink import ComposerSink
 from sysprof.profiler.schedule import RECORDED_ACTION_VALUES, current_action
-from sysprof.profiler.system_instants import SystemInstants
 from sysprof.sampling.budget import check_budget
-from sysprof.profiler.system_samples import SystemSamples
-from sysprof.profiler.system_streams import ChangedEvents, RecordingLog
-from sysprof.profiler.trace_handler import report_handler_error, send_counter_rows
+from sysprof.trace import events as ev
 from sysprof.trace.tracks import TrackLayout
 
 __all__ = ["SystemProfiler", "COUNTER_RULES", "CUDA_MEMORY_KEYS", "counter_plan"]
@@ -97,7 +98,7 @@ class SystemProfiler(Callback):
     * with ``profile_process``: ``process/cpu`` (cpu_percent, % of one core), ``process/memory`` (rss_gb,
       vms_gb), ``process/threads`` (num_threads) [process]; with ``profile_gpu``: ``gpu/<index>/<field>`` [gpu],
       and the driver's own buffered samples ``gpu/<index>/power_samples_watts`` etc. at the driver's timestamps
-      (:mod:`sysprof.profiler.system_samples`).
+      (:mod:`sysprof.profiler.composer_sink`).
 
     Values the sampler could not read (NaN) are left out of an event; an event with no value is not emitted.
 
@@ -200,7 +201,6 @@ class SystemProfiler(Callback):
             from sysprof.integrations.summaries import parse_summaries
 
             parse_summaries(log_summaries)  # a bad spec fails here, in the user's code
-        self._streams: Dict[int, ChangedEvents] = {}  # id(handler) -> its changes-only state
         _seconds("stats_thread_interval_seconds", stats_thread_interval_seconds)
         _seconds("drain_interval_seconds", drain_interval_seconds)
         self.profile_cpu = profile_cpu
@@ -218,13 +218,9 @@ class SystemProfiler(Callback):
         self.intervals = dict(intervals or {})
         self.gpu_interval_seconds = gpu_interval_seconds
         self.sampler: Any = None
-        self._instants: Any = None  # the SystemInstants of the running sampler
-        self._samples: Any = None  # the SystemSamples (GPU driver samples) of the running sampler, with GPUs
-        self._layout: Optional[TrackLayout] = None
-        self._log = RecordingLog()
-        self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self.session: Any = None  # the recording Session of the last init (kept once stopped: its stats)
+        self._sink: Optional[ComposerSink] = None  # Composer's profiler, the session's sink
+        self._driver: Any = None  # the session's GPU driver samples producer (with GPU channels)
         self._state: Any = None
         self._last_drain = 0.0
         self._last_action = "skip"
@@ -234,17 +230,15 @@ class SystemProfiler(Callback):
         self.flight = FlightOptions.of(flight) if flight is not None else None
         self.flight_folder = flight_folder
         self._flight: Any = None  # the FlightRecorder of the running sampler
-        self._flight_spans: collections.deque = collections.deque()  # (start, end) ns of batches not yet fed
-        self._batch_ns: Optional[int] = None
+        self._spans: Optional[BatchSpans] = None  # the batches' spans, for the flight recorder
         self._cuda_device: Optional[int] = None  # the training thread's CUDA device, for memory_stats(device=)
         forks.register(self)
 
     def _after_fork_in_child(self) -> None:
         """In a forked child the sampler and the drain thread are the parent's, and the lock may have been held
         by that thread: forget them, so that nothing here drains, emits or waits. A new init() starts afresh."""
-        self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread = None
+        self.session = None  # (the session forgets its own sampler, thread and sinks)
+        self._sink = None
         self.sampler = None
         self._endpoint = None  # its server thread is the parent's
         self._clock = None
@@ -283,9 +277,7 @@ class SystemProfiler(Callback):
                                "sysprof.Profiler) to the Trainer.")
         self._shutdown()  # reused after an earlier run
         self._state = state
-        self._log = RecordingLog()
-        self._streams = {}
-        self._samples = None
+        self.session = self._sink = self._driver = self._spans = None
         self._cuda_device = None
         self._note_cuda_device()
         self._rank = distributed.rank_info()
@@ -303,39 +295,58 @@ class SystemProfiler(Callback):
         if self.profile_memory:  # the allocator statistics' units travel with the sampled ones
             layout.units.update({f"memory/cuda/{name}": CUDA_MEMORY_UNITS[stat]
                                  for stat, name in CUDA_MEMORY_KEYS.items()})
-        self._layout = layout
         self.sampler = sampler
+        from sysprof.pipeline.producers import DriverSamples, standard
+        from sysprof.sampling.gpu_samples import ARRIVAL_S
+
+        pid = os.getpid()
+        producers = standard(sampler, pid)  # XIDs, interval changes, GPU refresh periods and driver samples
+        self._driver = next((p for p in producers if isinstance(p, DriverSamples)), None)
+        gpus = any(c.startswith("gpu/") for c in channels)
+        self._sink = ComposerSink(lambda: list(self._state.profiler.trace_handlers), layout,
+                                  changes_only=self.changes_only, counts=self._counts, now=lambda: _now_ns(),
+                                  arrival_ns=int(ARRIVAL_S * 1e9) if gpus else 0,
+                                  cuda_device=lambda: self._cuda_device, clock_rows=self._clock_rows)
+        sinks: list = []
         self._start_endpoint(sampler)
+        if self._endpoint is not None:
+            sinks.append(self._endpoint)
         self._summaries = None
         if self.log_summaries is not False:
-            from sysprof.integrations.summaries import SummaryWindow
+            from sysprof.integrations.summaries import SummarySink, SummaryWindow
 
             self._summaries = SummaryWindow(self.log_summaries)
-            self._summaries.bind(channels)
+            sinks.append(SummarySink(self._summaries))
         self._observe(state)
         self._flight = self._start_flight(sampler, channels) if self.flight is not None else None
-        sampler.start()
-        self._instants = SystemInstants(sampler)  # GPU XIDs, the GPU refresh periods at start (their own thread)
-        self._samples = SystemSamples(sampler) if any(c.startswith("gpu/") for c in channels) else None
+        if self._flight is not None:
+            self._spans = BatchSpans(pid)
+            producers.append(self._spans)
+            from sysprof.flight import FlightSink
+
+            sinks.append(FlightSink(self._flight))
+        sinks.append(self._sink)
+        period = max(1.0, 4 * self.drain_interval_seconds)  # the fallback when no training event drains
+        self.session = Session(sampler, sinks, producers, period=period, name="sysprof-drain",
+                               on_failure=_failed)
+        self.session.after_pump(self._drained)
         self._last_drain = time.monotonic()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._drain_loop, name="sysprof-drain", daemon=True)
-        self._thread.start()
+        self.session.start(thread=True)
 
     def _start_flight(self, sampler: Any, channels: tuple) -> Any:
         """The flight recorder of ``flight`` (None, logged, where it cannot be made)."""
-        import os
-
         from sysprof.flight import FlightRecorder
-        from sysprof.integrations.recorder import trace_head
-        from sysprof.trace.tracks import TrackLayout
 
         try:
             pid, rank = os.getpid(), self._rank.rank
             float_ts = sampler.interval < 1e-3
             ts = (lambda t: t / 1000.0) if float_ts else (lambda t: t // 1000)
-            units = TrackLayout(channels, "sysprof", system_pid=pid).units_event(pid)
-            head = trace_head(pid, rank, "composer", time.time_ns(), sampler, channels, ts, units)
+            t_start = time.time_ns()
+            meta = ev.start_metadata(sampler, channels, t_start, recorder_pid=pid, pid=pid, framework="composer",
+                                     ranks=self._rank.as_dict())
+            units = TrackLayout(channels, "sysprof", system_pid=pid).units
+            head = ev.chrome_events(ev.head(meta, pid, t_start, units, ev.process_name(pid, f"composer (pid {pid})")),
+                                    ts)
             return FlightRecorder(self.flight_folder or "sysprof-flight", channels, sampler.interval, self.flight,
                                   head=head, float_ts=float_ts, pid=pid, notify=log.warning, suffix=f"-rank{rank}",
                                   stop_args=lambda: {"stats": dict(sampler.stats), "errors": dict(sampler.errors)})
@@ -345,13 +356,8 @@ class SystemProfiler(Callback):
 
     def run_event(self, event: Any, state: Any, logger: Any) -> None:
         """Observe the profiler action at every event, drain when due, then dispatch the event."""
-        if self._flight is not None:  # the batches' times, fed to the flight recorder at the next drain
-            name = event_name(event)
-            if name == "batch_start":
-                self._batch_ns = time.time_ns()
-            elif name == "batch_end" and self._batch_ns is not None:
-                self._flight_spans.append((self._batch_ns, time.time_ns()))
-                self._batch_ns = None
+        if self._spans is not None:  # the batches' times, fed to the flight recorder at the next drain
+            self._spans.event(event_name(event))
         if self.sampler is not None and state.profiler is not None:
             if self._cuda_device is None:
                 self._note_cuda_device()
@@ -393,24 +399,17 @@ class SystemProfiler(Callback):
         clock, self._clock = self._clock, None
         if clock is not None:
             clock.stop()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join()
-        sampler = self.sampler
-        if sampler is not None:
-            sampler.stop()
-            self._drain(cycle_end=True)
-            self.sampler = None
-        flight, self._flight = self._flight, None
-        if flight is not None:
-            flight.close()
+        session = self.session
+        if session is not None:
+            session.stop()  # the sampler stopped, the last rows emitted (a cycle's end), the flight recorder closed
+        self.sampler = None
+        self._flight = self._spans = None
         endpoint, self._endpoint = self._endpoint, None
         if endpoint is not None:
             endpoint.stop()
 
     def _start_endpoint(self, sampler: Any) -> None:
-        """The Prometheus endpoint of ``prometheus_listen``, fed by :meth:`_drain` (a bind failure is logged)."""
+        """The Prometheus endpoint of ``prometheus_listen``, a sink of the session (a bind failure is logged)."""
         if self.prometheus_listen is None:
             return
         from sysprof.prometheus.endpoint import PrometheusEndpoint
@@ -431,145 +430,61 @@ class SystemProfiler(Callback):
     # ------------------------------------------------------------------ sampling -> events
     def _observe(self, state: Any) -> None:
         action = current_action(state)
-        with self._lock:
-            self._last_action = action
-            self._log.observe(_now_ns(), action in RECORDED_ACTION_VALUES, state.timestamp)
-
-    def _drain_loop(self) -> None:
-        period = max(1.0, 4 * self.drain_interval_seconds)
-        while not self._stop.wait(period / 4):
-            if time.monotonic() - self._last_drain >= period:
-                try:
-                    self._drain()
-                except Exception:  # noqa: BLE001 - keep the fallback alive
-                    log.exception("sysprof SystemProfiler: drain failed")
+        self._last_action = action
+        sink = self._sink
+        if sink is not None:
+            sink.observe(_now_ns(), action in RECORDED_ACTION_VALUES, state.timestamp)
 
     def _drain(self, cycle_end: bool = False) -> None:
-        """Drain the sampler and emit the rows sampled while recording (thread-safe); ``cycle_end``: a handler is
-        about to save the cycle (or the run ends), so the changes-only streams close it."""
-        with self._lock:
-            self._last_drain = time.monotonic()
-            sampler = self.sampler
-            if sampler is None:
-                return
-            batch = sampler.drain()
-            if self._endpoint is not None:
-                self._endpoint.feed(batch)
-            if self._flight is not None:
-                try:
-                    self._feed_flight(batch)
-                except Exception:  # noqa: BLE001 - the flight recorder goes, training and the trace go on
-                    log.exception("sysprof SystemProfiler: the flight recorder failed; it is off from here")
-                    self._flight = None
-            n = len(batch)
-            self._counts["rows_drained"] += n
-            if self._summaries is not None:
-                self._summaries.add(batch)
-            if self._instants is not None:
-                self._instants.send(self._handlers(), self._instants.take(batch, self._log, _now_ns()))
-            samples = self._samples
-            if samples is not None:  # the GPU driver's samples, at their own (earlier) times
-                samples.send(self._handlers(), samples.take(self._log))
-            if n:
-                ts = batch.timestamps_ns
-                mask, step = self._log.classify(ts)
-                if mask.any():
-                    self._emit(ts[mask], batch.values[mask], step[mask])
-                before = int(ts[-1])
-                if samples is not None:  # keep the steps of driver samples still to come
-                    before = min(before, _now_ns() - samples.arrival_ns)
-                self._log.prune(before)
-            recording = bool(self._log.recording and self._log.recording[-1])
-            if self.profile_memory and recording:
-                self._emit_cuda_memory()
-            if self._clock_rows and recording:
-                self._emit_clock()
-            if cycle_end and self._streams:
-                self._finish_streams()
-            if cycle_end and samples is not None:
-                samples.saved(_now_ns())
+        """Drain now (any thread): the session's pump; ``cycle_end``: a handler is about to save the cycle, so the
+        changes-only streams close it."""
+        session = self.session
+        if session is not None and session.running:
+            session.pump(cycle_end=cycle_end)
 
-    def _feed_flight(self, batch: Any) -> None:
-        flight, spans = self._flight, self._flight_spans
-        flight.feed_spans([("event/batch", *spans.popleft()) for _ in range(len(spans))], "event")
-        flight.feed(batch)
-
-    def _handlers(self) -> list:
-        return list(self._state.profiler.trace_handlers)
-
-    def _emit(self, times: np.ndarray, values: np.ndarray, steps: np.ndarray) -> None:
-        layout = self._layout
-        if not layout:
-            return
-        stamps = self._log.stamps
-        rows = layout.counter_rows(times, values, [stamps[i] for i in steps.tolist()])
-        for h in self._handlers():
-            try:
-                bulk = getattr(h, "process_counter_rows", None)
-                if bulk is not None:
-                    bulk(rows)
-                elif self.changes_only:  # e.g. Composer's handlers: one call per event that says something new
-                    stream = self._streams.get(id(h))
-                    if stream is None or stream.series is not rows.series:
-                        stream = self._streams[id(h)] = ChangedEvents(rows.series)
-                    stream.send(h, rows)
-                else:
-                    send_counter_rows(h, rows)
-            except Exception as e:  # noqa: BLE001 - the rest of this batch is skipped for this handler only
-                report_handler_error(h, e, "process_counter_event")
-        self._counts["rows_recorded"] += len(rows)
-
-    def _finish_streams(self) -> None:
-        handlers = {id(h): h for h in self._handlers()}
-        for key, stream in list(self._streams.items()):
-            h = handlers.get(key)
-            if h is None:
-                del self._streams[key]
-                continue
-            try:
-                stream.finish(h)
-            except Exception as e:  # noqa: BLE001
-                report_handler_error(h, e, "process_counter_event")
-
-    def _emit_clock(self) -> None:
-        """The clock-sync rounds measured since the last drain, as ``sysprof clock`` counter events."""
-        rows = [self._clock_rows.pop(0) for _ in range(len(self._clock_rows))]  # pop: safe against the appender
-        for h in self._handlers():
-            for e in rows:
-                try:
-                    h.process_counter_event(name=distributed.CLOCK_COUNTER, categories=("clock",),
-                                            timestamp=self._log.stamps[-1], wall_clock_time_ns=e.at_ns,
-                                            values={"offset_us": e.offset_us, "uncertainty_us": e.uncertainty_us})
-                except Exception as err:  # noqa: BLE001
-                    report_handler_error(h, err, "process_counter_event")
-
-    def _emit_cuda_memory(self) -> None:
-        torch = sys.modules.get("torch")
-        if torch is None or self._cuda_device is None:  # CUDA not (yet) seen initialized on the training thread
-            return
-        stats = torch.cuda.memory_stats(device=self._cuda_device)
-        t = _now_ns()
-        timestamp = self._log.stamps[-1]
-        handlers = self._handlers()
-        for torch_name, name in CUDA_MEMORY_KEYS.items():
-            if torch_name not in stats:
-                continue
-            value = stats[torch_name] / 1e9 if "bytes" in torch_name else stats[torch_name]
-            for h in handlers:
-                try:
-                    h.process_counter_event(name=f"memory/cuda/{name}", categories=("memory",),
-                                            timestamp=timestamp, wall_clock_time_ns=t, values={name: value})
-                except Exception as e:  # noqa: BLE001
-                    report_handler_error(h, e, "process_counter_event")
+    def _drained(self, chunk: Any) -> None:
+        self._last_drain = time.monotonic()
 
     @property
     def stats(self) -> dict:
         """Counters: ``rows_drained``, ``rows_recorded`` (rows inside recording windows), plus the sampler's
-        ``stats`` while it runs; with GPUs ``gpu_samples``, the driver samples' totals
-        (:meth:`~sysprof.profiler.system_samples.SystemSamples.summary`)."""
+        ``stats`` while it runs; with GPUs ``gpu_samples``, the driver samples' totals (samples drained, dropped by
+        the full side buffer, absent series: the stop event's ``gpu_samples`` of ``record``) and ``late`` (taken in
+        a cycle already saved: :class:`~sysprof.profiler.composer_sink.ComposerSink`)."""
         out = dict(self._counts)
         if self.sampler is not None:
             out.update(self.sampler.stats)
-        if self._samples is not None:
-            out["gpu_samples"] = self._samples.summary()
+        if self._driver is not None and self._sink is not None:
+            out["gpu_samples"] = dict(self._driver.samples.summary(), late=self._sink.late)
+        return out
+
+
+def _failed(what: str, exc: BaseException) -> None:
+    log.warning("sysprof SystemProfiler: %s failed (%s: %s); it is off from here, training and the rest go on",
+                what, type(exc).__name__, exc)
+
+
+class BatchSpans(Producer):
+    """The batches' times (``batch_start`` to ``batch_end``) as ``event/batch`` spans: the flight recorder's steps."""
+
+    name = "batch spans"
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.spans: collections.deque = collections.deque()  # (start, end) ns of batches not yet taken
+        self.start_ns: Optional[int] = None
+
+    def event(self, name: str) -> None:
+        """A training event (on the training thread)."""
+        if name == "batch_start":
+            self.start_ns = time.time_ns()
+        elif name == "batch_end" and self.start_ns is not None:
+            self.spans.append((self.start_ns, time.time_ns()))
+            self.start_ns = None
+
+    def take(self, batch: Any, stop_ns: Optional[int]) -> list:
+        out, spans = [], self.spans
+        while spans:
+            start, end = spans.popleft()
+            out.append(ev.span("event/batch", start, end, self.pid, cat="event"))
         return out

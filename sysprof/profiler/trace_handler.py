@@ -183,7 +183,7 @@ class TraceHandler(Callback):
     ) -> None:
         """sysprof extension: a counter of the system profiler's own with the ``units`` of its channels
         (``join_channel(name, key)`` -> unit), e.g. a GPU driver sample at the driver's own time
-        (:mod:`sysprof.profiler.system_samples`). The default records it as :meth:`process_counter_event`;
+        (:mod:`sysprof.profiler.composer_sink`). The default records it as :meth:`process_counter_event`;
         sysprof's handlers also declare the units in the file, as ``record`` does."""
         del units
         self.process_counter_event(name=name, categories=categories, timestamp=timestamp,

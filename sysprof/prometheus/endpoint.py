@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 
+from ..pipeline import Session, Sink
 from .names import families
 from .server import HEADER_TIMEOUT_S, MAX_CONNECTIONS, HTTPServer
 from .window import DEFAULT_SLOTS, DEFAULT_WINDOW_S, Window
@@ -65,17 +66,19 @@ def _only_metrics(app: Callable) -> Callable:
     return guarded
 
 
-class PrometheusEndpoint:
+class PrometheusEndpoint(Sink):
     """Serves ``sampler``'s channels at ``http://LISTEN/metrics`` on a thread of its own, until :meth:`stop`
-    (or the end of a ``with`` block).
+    (or the end of a ``with`` block). A sink of a recording session (:class:`sysprof.pipeline.Session`): each
+    chunk's rows are folded into the window (:meth:`take`, :meth:`feed`).
 
     Args:
         sampler: a :class:`sysprof.Sampler`, running or started later (``latest()`` gives each scrape the
             newest row).
         listen: the address (see the module); loopback unless a host is given.
         window: seconds of the ``_max`` / ``_min`` window (> 0); ``slots`` sub-windows (1-3600).
-        drain: True: the endpoint drains the sampler (every 0.5 s and at each scrape); False: whoever drains it
-            passes each batch to :meth:`feed` (``SystemProfiler`` does).
+        drain: True: the endpoint drains the sampler, a session of its own with this endpoint its sink
+            (:attr:`session`: every 0.5 s on its thread, and at each scrape); False: the endpoint is a sink of
+            its owner's session (``SystemProfiler``'s), or whoever drains passes each batch to :meth:`feed`.
         own_sampler: :meth:`stop` also stops the sampler (:func:`serve`'s).
         max_connections: connections open at once (1-10000); a new one closes the oldest still sending its
             request.
@@ -86,6 +89,8 @@ class PrometheusEndpoint:
             ``max_connections`` or ``header_timeout``.
         OSError: the address cannot be bound (in use, not this host's).
     """
+
+    name = "prometheus"
 
     def __init__(self, sampler: Any, *, listen: Any = DEFAULT_LISTEN, window: float = DEFAULT_WINDOW_S,
                  slots: int = DEFAULT_SLOTS, drain: bool = True, own_sampler: bool = False,
@@ -120,7 +125,6 @@ class PrometheusEndpoint:
         cols = sorted(hist)
         self.window = Window(len(sampler.channels), float(window), slots, cols, clock, [hist[c] for c in cols])
         self._last: Optional[np.ndarray] = None
-        self._lock = threading.Lock()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(SysprofCollector(self, self.families, self.window, getattr(sampler, "interval", None)))
         self.registry = registry
@@ -128,18 +132,21 @@ class PrometheusEndpoint:
                                   max_connections=max_connections, header_timeout=header_timeout)
         self.host, self.port = host, int(self._server.server_address[1])
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._server.serve_forever, name="sysprof-prometheus",
-                                          daemon=True)]
+        self.session: Optional[Session] = None
         if self.drains:
-            self._threads.append(threading.Thread(target=self._fold_loop, name="sysprof-prometheus-fold",
-                                                  daemon=True))
-        for t in self._threads:
-            t.start()
+            self.session = Session(sampler, [self], period=FOLD_PERIOD_S, name="sysprof-prometheus-fold")
+            self.session.start(thread=True, start_sampler=False)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="sysprof-prometheus", daemon=True)
+        self._thread.start()
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
+
+    def take(self, chunk: Any) -> None:
+        """A session's chunk: its rows folded (:meth:`feed`)."""
+        self.feed(chunk.batch)
 
     def feed(self, batch: Any) -> None:
         """Folds a drained :class:`sysprof.Batch` into the window and histograms (any thread; never raises)."""
@@ -152,10 +159,10 @@ class PrometheusEndpoint:
             log.exception("sysprof prometheus: a batch could not be folded")
 
     def refresh(self) -> None:
-        """Drains the sampler into the window (an endpoint that drains; a no-op otherwise)."""
-        if self.drains:
-            with self._lock:
-                self.feed(self.sampler.drain())
+        """Drains the sampler into the window (an endpoint that drains: its session's pump; a no-op otherwise)."""
+        session = self.session
+        if session is not None:
+            session.pump()
 
     def newest_row(self) -> Optional[np.ndarray]:
         """The newest row, scaled: the sampler's ``latest()``, else the newest row fed."""
@@ -166,22 +173,16 @@ class PrometheusEndpoint:
     def sampler_stats(self) -> dict:
         return dict(self.sampler.stats)
 
-    def _fold_loop(self) -> None:
-        while not self._stop.wait(FOLD_PERIOD_S):
-            try:
-                self.refresh()
-            except Exception:  # noqa: BLE001 - keep folding
-                log.exception("sysprof prometheus: drain failed")
-
     def stop(self) -> None:
         """Stops serving (and the sampler, when the endpoint made it). Idempotent."""
         if self._stop.is_set():
             return
         self._stop.set()
         self._server.shutdown()
-        for t in self._threads:
-            t.join()
-        if self._own:
+        self._thread.join()
+        if self.session is not None:
+            self.session.stop(stop_sampler=self._own)
+        elif self._own:
             self.sampler.stop()
 
     def __enter__(self) -> "PrometheusEndpoint":

@@ -23,7 +23,7 @@ asked again and is named in :attr:`DriverSamples.absent`; ``NVML_ERROR_NOT_FOUND
 ``sysprof record`` writes each series as counter events at the samples' own timestamps (Chrome JSON and
 .pftrace), their units in a ``sysprof units`` event, and the totals in the stop event (``gpu_samples``); the
 Composer path (:class:`sysprof.SystemProfiler`) hands the same counters to its trace handlers
-(:mod:`sysprof.profiler.system_samples`).
+(:mod:`sysprof.profiler.composer_sink`).
 """
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ class SampleEvents:
         """``(t_ns, series, key, value)`` of every finite sample of ``drained``, in time order (NaN left out; the key
         is the series' last part, a counter of its own as Composer's layout names one: join_channel); adds to the
         totals. The one place a sample becomes a counter: ``record``'s :meth:`events` and the Composer path's
-        (:mod:`sysprof.profiler.system_samples`)."""
+        (:mod:`sysprof.pipeline.producers`)."""
         self.dropped += drained.dropped
         self.absent.update(drained.absent)
         out = []

@@ -75,7 +75,7 @@ class XidInstants:
     def found(self, batch) -> List[Tuple[int, dict]]:
         """``(t_ns, args)`` of each XID step in ``batch`` (``timestamps_ns``, ``values``), in time order: the one
         place an XID instant's args are made (``record``'s trace via :meth:`events`, the Composer path's via
-        :mod:`sysprof.profiler.system_instants`)."""
+        :mod:`sysprof.pipeline.producers`)."""
         if not self.columns or len(batch) == 0:
             return []
         import numpy as np
