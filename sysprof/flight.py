@@ -800,7 +800,7 @@ class FlightRecorder:
         self._meta: Dict[tuple, dict] = {}
         self._open: Dict[tuple, list] = {}  # (pid, tid) -> [(name, t_ns)] of the B events not yet ended
         self._steps = _Steps(opts.step_patterns, opts.step_factor, opts.min_steps)
-        self._xids = XidInstants(self.channels, self.ts, self.pid)
+        self._xids = XidInstants(self.channels)
         self._reasons = _Reasons(self.channels)
         self._requests: collections.deque = collections.deque()  # (kind, reason, at_ns) from any thread
         self._pending: List[_Pending] = []

@@ -418,14 +418,18 @@ def test_change_events_group_by_time():
         interval_changes = []
 
     f = Fake()
-    ev = B.ChangeEvents(f, lambda t: t // 1000, 7)
-    assert ev.events() == []
+    from sysprof.pipeline.producers import IntervalChanges
+    from sysprof.trace.events import chrome_events
+
+    producer = IntervalChanges(f, 7)
+    events = lambda: chrome_events(producer.take(None, None), lambda t: t // 1000)  # noqa: E731
+    assert events() == []
     f.interval_changes = [dict(time_ns=5000, source="cpu", interval_s=0.02, previous_s=0.01, given=False,
                                cpu_percent=9.0),
                           dict(time_ns=5000, source="disk", interval_s=0.04, previous_s=0.01, given=True,
                                cpu_percent=9.0)]
-    out = ev.events()
+    out = events()
     assert out == [{"name": "sysprof intervals", "ph": "i", "s": "g", "ts": 5, "pid": 7, "tid": 0,
                     "args": {"changes": f.interval_changes, "intervals_s": {"cpu": 0.02, "disk": 0.04}}}]
-    assert ev.events() == []  # each change once
-    assert ev.all() == f.interval_changes
+    assert events() == []  # each change once
+    assert producer.stop_args() == {"interval_changes": f.interval_changes}

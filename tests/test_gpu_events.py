@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from cli_support import run_cli
-from sysprof.trace.gpu_events import XID_EVENT, XidInstants, xid_lines, xid_meaning
+from sysprof.pipeline.producers import Xids
+from sysprof.trace.events import chrome_events
+from sysprof.trace.gpu_events import XID_EVENT, xid_lines, xid_meaning
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
     NVLINK_NOTE, fake, fake_builds, fresh_pynvml, gpu_sampler, needs_native, wait_for)
@@ -109,11 +111,12 @@ class _B(types.SimpleNamespace):
 def test_xid_instants_from_rows():
     nan = math.nan
     channels = ["gpu/0/power_watts", "gpu/0/xid_total", "gpu/0/xid_last", "gpu/1/xid_total", "gpu/1/xid_last"]
-    x = XidInstants(channels, lambda t: t // 1000, pid=7)
+    x = Xids(channels, pid=7)
+    us = lambda t: t // 1000  # noqa: E731
     rows = [[100, 0, 0, nan, nan], [100, 0, 0, nan, nan], [101, 1, 79, nan, nan], [102, nan, nan, nan, nan],
             [103, 3, 13, nan, nan]]
     b = _B(timestamps_ns=np.array([1000, 2000, 3000, 4000, 5000]), values=np.array(rows, dtype=float))
-    ev = x.events(b)
+    ev = chrome_events(x.take(b, None), us)
     assert ev == [
         {"name": XID_EVENT, "ph": "i", "s": "g", "ts": 3, "pid": 7, "tid": 0,
          "args": {"gpu": 0, "xid": 79, "meaning": xid_meaning(79), "count": 1}},
@@ -122,8 +125,8 @@ def test_xid_instants_from_rows():
     assert xid_meaning(79) == "GPU has fallen off the bus"
     # The next batch continues from the last count: no step, no event; then one on device 1.
     b2 = _B(timestamps_ns=np.array([6000, 7000]), values=np.array([[1, 3, 13, 0, 0], [1, 3, 13, 1, 48]], dtype=float))
-    assert [(e["ts"], e["args"]["gpu"], e["args"]["xid"]) for e in x.events(b2)] == [(7, 1, 48)]
-    assert XidInstants(["cpu/percent"], lambda t: t, 0).events(b2) == []
+    assert [(e["ts"], e["args"]["gpu"], e["args"]["xid"]) for e in chrome_events(x.take(b2, None), us)] == [(7, 1, 48)]
+    assert Xids(["cpu/percent"], 0).take(b2, None) == []
 
 
 def test_report_lines_for_xid_instants():

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from cli_support import run_cli
-from sysprof.sampling.gpu_samples import SERIES, SampleEvents, DriverSamples, unit_of
+from sysprof.pipeline.producers import DriverSamples as DriverSamples_
+from sysprof.sampling.gpu_samples import SERIES, DriverSamples, unit_of
+from sysprof.trace.events import chrome_events
 
 from fake_nvml.support import (  # noqa: F401 - fake_builds, fake and fresh_pynvml are fixtures
     expected_sample, fake, fake_builds, fresh_pynvml, gpu_sampler, needs_native, wait_for)
@@ -78,8 +80,17 @@ def test_sample_events_layout():
     d = DriverSamples({"gpu/0/power_samples_watts": (np.array([3000, 5000]), np.array([251.0, np.nan])),
                        "gpu/0/sm_clock_samples_hz": (np.array([4000]), np.array([1.5e9]))}, dropped=2,
                       absent={"gpu/1/power_samples_watts": "why"})
-    se = SampleEvents(lambda t: t // 1000, 7)
-    ev = se.events(d)
+    class Drains:  # the sampler's side buffer: the next of these at each drain
+        def __init__(self, *drained):
+            self.drained, self.channels = list(drained), ()
+
+        def drain_gpu_samples(self):
+            return self.drained.pop(0)
+
+    d2 = DriverSamples({"gpu/0/power_samples_watts": (np.array([6000]), np.array([252.0]))})
+    producer = DriverSamples_(Drains(d, d2), 7)
+    us = lambda t: t // 1000  # noqa: E731
+    ev = chrome_events(producer.take(None, None), us)
     assert ev == [
         {"name": "sysprof units", "ph": "M", "pid": 7, "tid": 0,
          "args": {"units": {"gpu/0/power_samples_watts": "W", "gpu/0/sm_clock_samples_hz": "Hz"}}},
@@ -87,10 +98,10 @@ def test_sample_events_layout():
          "args": {"power_samples_watts": 251.0}},
         {"name": "gpu/0/sm_clock_samples_hz", "ph": "C", "ts": 4, "pid": 7, "tid": 0,
          "args": {"sm_clock_samples_hz": 1.5e9}}]  # the NaN sample is left out
-    assert se.events(DriverSamples({"gpu/0/power_samples_watts": (np.array([6000]), np.array([252.0]))})) == [
+    assert chrome_events(producer.take(None, None), us) == [
         {"name": "gpu/0/power_samples_watts", "ph": "C", "ts": 6, "pid": 7, "tid": 0,
          "args": {"power_samples_watts": 252.0}}]  # declared once
-    assert se.summary() == {"samples": 4, "dropped": 2, "absent": {"gpu/1/power_samples_watts": "why"}}
+    assert producer.stop_args()["gpu_samples"] == {"samples": 4, "dropped": 2, "absent": {"gpu/1/power_samples_watts": "why"}}
     assert [unit_of(f"gpu/3/{k.name}") for k in SERIES] == ["W", "%", "%", "Hz", "Hz"]
 
 

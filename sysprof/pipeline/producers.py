@@ -46,7 +46,7 @@ class IntervalChanges(Producer):
     def __init__(self, sampler: Any, pid: Any, on_change=None) -> None:
         from ..sampling.budget import ChangeEvents
 
-        self.changes = ChangeEvents(sampler, None, pid)
+        self.changes = ChangeEvents(sampler)
         self.pid = pid
         self.on_change = on_change  # told once per drain that changed an interval (``record``'s warning line)
 
@@ -94,7 +94,7 @@ class DriverSamples(Producer):
         from ..sampling.gpu_samples import SampleEvents
 
         self.sampler = sampler
-        self.samples = SampleEvents(None, pid)
+        self.samples = SampleEvents()
         self.pid = pid
 
     def take(self, batch: Any, stop_ns: Optional[int]) -> list:

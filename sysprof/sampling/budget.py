@@ -263,12 +263,12 @@ def change_record(c: Mapping[str, object]) -> dict:
 
 
 class ChangeEvents:
-    """The :data:`INTERVALS_EVENT` instants of a sampler's new interval changes since the last call (a recorder
-    calls :meth:`events` at each drain), each at its change's time; :meth:`all` lists every change (the stop
-    event's ``interval_changes``)."""
+    """A sampler's new interval changes since the last call (:meth:`new`: the args of the :data:`INTERVALS_EVENT`
+    instants, each at its change's time; the session's producer, ``pipeline.producers.IntervalChanges``, calls it
+    at each drain); :meth:`all` lists every change (the stop event's ``interval_changes``)."""
 
-    def __init__(self, sampler, ts, pid: int) -> None:
-        self.sampler, self.ts, self.pid = sampler, ts, pid
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
         self.seen = 0
 
     def all(self) -> List[dict]:
@@ -284,11 +284,6 @@ class ChangeEvents:
             groups.setdefault(c["time_ns"], []).append(c)
         now = dict(getattr(self.sampler, "intervals", {}))
         return [(t, {"changes": group, "intervals_s": now}) for t, group in sorted(groups.items())]
-
-    def events(self) -> List[dict]:
-        """:meth:`new`'s instants as Chrome trace events (``ts`` from the recorder's clock)."""
-        return [{"name": INTERVALS_EVENT, "ph": "i", "s": "g", "ts": self.ts(t), "pid": self.pid, "tid": 0,
-                 "args": args} for t, args in self.new()]
 
 
 def own_cost(meta: Mapping[str, object], stop: Mapping[str, object], duration_s: Optional[float]) -> dict:

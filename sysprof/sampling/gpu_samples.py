@@ -124,13 +124,11 @@ def drain(sampler) -> DriverSamples:
 
 
 class SampleEvents:
-    """``sysprof record``'s events for drained driver samples: a ``sysprof units`` event for each new series, then
-    a counter event per sample at its own time (a counter of its own: name the series, key its last part), in
-    time order; ``ts(t_ns)`` is the trace's rule, ``pid`` the system's (neither needed for :meth:`take` alone). Keeps
-    the totals for the stop event."""
+    """Drained driver samples as counters at their own times (:meth:`take`; the session's producer,
+    ``pipeline.producers.DriverSamples``, makes the events: a units event for each new series in :attr:`declared`,
+    a counter per sample named by its series, keyed by its last part). Keeps the totals for the stop event."""
 
-    def __init__(self, ts=None, pid=None) -> None:
-        self.ts, self.pid = ts, pid
+    def __init__(self) -> None:
         self.declared: set = set()
         self.dropped = 0
         self.absent: Dict[str, str] = {}
@@ -139,8 +137,8 @@ class SampleEvents:
     def take(self, drained: DriverSamples) -> list:
         """``(t_ns, series, key, value)`` of every finite sample of ``drained``, in time order (NaN left out; the key
         is the series' last part, a counter of its own as Composer's layout names one: join_channel); adds to the
-        totals. The one place a sample becomes a counter: ``record``'s :meth:`events` and the Composer path's
-        (:mod:`sysprof.pipeline.producers`)."""
+        totals. The one place a sample becomes a counter (for every sink, through the session's producer in
+        :mod:`sysprof.pipeline.producers`)."""
         self.dropped += drained.dropped
         self.absent.update(drained.absent)
         out = []
@@ -150,16 +148,6 @@ class SampleEvents:
             self.samples += len(t)
         out.sort(key=lambda e: e[0])
         return out
-
-    def events(self, drained: DriverSamples) -> list:
-        from ..trace.schema import units_event
-        from ..trace.tracks import counter_event
-
-        new = {s: unit_of(s) for s in drained if s not in self.declared}
-        out = [counter_event(series, self.ts(t), self.pid, 0, {key: value})
-               for t, series, key, value in self.take(drained)]
-        self.declared.update(new)
-        return ([units_event(new, self.pid)] if new else []) + out
 
     def summary(self) -> dict:
         """The stop event's ``gpu_samples``: samples written, dropped (the side buffer was full), absent series."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 from .schema import READING_TIME_KEY, reading_times_ns
 
@@ -60,7 +60,7 @@ class XidInstants:
     """Instant events for the steps of every ``gpu/<i>/xid_total`` among ``channels``; ``ts(t_ns)`` gives an
     event's ``ts`` (the trace writer's rule), ``pid`` its process (the system's)."""
 
-    def __init__(self, channels: Sequence[str], ts: Optional[Callable[[int], object]] = None, pid=None) -> None:
+    def __init__(self, channels: Sequence[str]) -> None:
         index = {c: i for i, c in enumerate(channels)}
         self.columns = []  # (gpu, xid_total column, xid_last column or None, reading time column or None)
         for c, i in index.items():
@@ -70,12 +70,11 @@ class XidInstants:
                 self.columns.append((gpu, i, index.get(f"gpu/{m.group(1)}/xid_last"),
                                      index.get(f"gpu/{m.group(1)}/{READING_TIME_KEY}")))
         self.prev = [0.0] * len(self.columns)  # the counters start at 0 when the sampler opens
-        self.ts, self.pid = ts, pid
 
     def found(self, batch) -> List[Tuple[int, dict]]:
         """``(t_ns, args)`` of each XID step in ``batch`` (``timestamps_ns``, ``values``), in time order: the one
-        place an XID instant's args are made (``record``'s trace via :meth:`events`, the Composer path's via
-        :mod:`sysprof.pipeline.producers`)."""
+        place an XID instant's args are made (every sink's, through the session's producer in
+        :mod:`sysprof.pipeline.producers`; the flight recorder's trigger)."""
         if not self.columns or len(batch) == 0:
             return []
         import numpy as np
@@ -97,10 +96,6 @@ class XidInstants:
                 self.prev[k] = float(finite[-1])
         out.sort(key=lambda e: (e[0], e[1]))
         return [(t, args) for t, _, args in out]
-
-    def events(self, batch) -> List[dict]:
-        """The instants of ``batch`` as events of ``record``'s trace (``ts`` by ``self.ts``, ``pid``), in time order."""
-        return [instant_event(XID_EVENT, self.ts(t), self.pid, args) for t, args in self.found(batch)]
 
 
 def instant_event(name: str, ts, pid, args: dict, tid=0) -> dict:
