@@ -6,7 +6,7 @@ A native sampler at 1 kHz reads a synthetic tree (benchmarks/synthetic_proc.py: 
 * scrape latency: wall time of one GET /metrics over loopback (urllib, a new connection each, as Prometheus
   makes one per scrape at most), and of the Collector alone (``generate_latest`` of its registry, no HTTP);
 * the fold (``refresh``: drain + fold into the window and histograms) per call, every 0.5 s of rows;
-* the process's CPU with the endpoint (its fold thread drains every 0.5 s, a scrape every second) and without it
+* the process's CPU with the endpoint (its session's drain thread every 0.5 s, a scrape every second) and without it
   (a plain ``drain()`` every 0.5 s, what any consumer of the sampler does), in interleaved trials, as % of one
   core; and the sampling thread's own cost per row (``stats["sample_ns_mean"]``) in both, which the endpoint
   should not change (it never touches the thread).
@@ -87,7 +87,7 @@ def bench_prometheus(cfg, sysprof) -> Dict[str, Any]:
             with PrometheusEndpoint(s, listen="127.0.0.1:0", drain=False) as ep:
                 time.sleep(0.3)
                 folds = []
-                for _ in range(20):  # a fold of ~0.5 s of rows, as the fold thread does
+                for _ in range(20):  # a fold of ~0.5 s of rows, as the session's drain thread does
                     time.sleep(0.5 if len(folds) < 3 else 0.05)
                     t0 = _pc()
                     ep.feed(s.drain())
@@ -139,7 +139,7 @@ def print_prometheus(res) -> str:
             + "\n\n"
             + table(["endpoint", "process CPU, % of one core", "sampling thread ns per row", "rows dropped"], cost)
             + f"\n\nCPU: {res['trials']} interleaved trials of {fmt(res['seconds'])} s per state; without: the "
-              "sampler drained every 0.5 s; with: the endpoint's fold thread (every 0.5 s) and a scrape every "
+              "sampler drained every 0.5 s; with: the endpoint's session draining every 0.5 s and a scrape every "
               "second. The sampling thread's ns per row is its own cost (stats), which the endpoint does not "
               f"touch. {res['cpus']} CPUs (shared).\n")
 
