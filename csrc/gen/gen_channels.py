@@ -81,18 +81,8 @@ def gpu_names(reg):
     return names
 
 
-def main(argv) -> int:
-    global REGISTRY
-    if len(argv) not in (2, 3):
-        raise SystemExit("usage: gen_channels.py OUT.hpp [REGISTRY.py]")
-    REGISTRY = argv[2] if len(argv) == 3 else REGISTRY
-    try:
-        reg = load_registry(REGISTRY)
-    except Exception as e:  # a registry row the constructor refuses (e.g. no range): say which, in one line
-        raise SystemExit(f"{REGISTRY}: {type(e).__name__}: {e} (each channel row declares its pattern, unit, kind, "
-                         "help, field and physical range)")
-    text = header(reg)
-    out = argv[1]
+def write_if_changed(out: str, text: str) -> int:
+    """Write ``text`` to ``out`` unless it already holds it (its time stamp kept, so nothing rebuilds); 0."""
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
         with open(out, encoding="utf-8") as f:
@@ -103,6 +93,19 @@ def main(argv) -> int:
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
     return 0
+
+
+def main(argv) -> int:
+    global REGISTRY
+    if len(argv) not in (2, 3):
+        raise SystemExit("usage: gen_channels.py OUT.hpp [REGISTRY.py]")
+    REGISTRY = argv[2] if len(argv) == 3 else REGISTRY
+    try:
+        reg = load_registry(REGISTRY)
+    except Exception as e:  # a registry row the constructor refuses (e.g. no range): say which, in one line
+        raise SystemExit(f"{REGISTRY}: {type(e).__name__}: {e} (each channel row declares its pattern, unit, kind, "
+                         "help, field and physical range)")
+    return write_if_changed(argv[1], header(reg))
 
 
 if __name__ == "__main__":

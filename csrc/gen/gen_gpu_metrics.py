@@ -167,18 +167,7 @@ def main(argv) -> int:
         table = load_table(TABLE)
     except Exception as e:  # a row its constructor refuses: say which, in one line
         raise SystemExit(f"{TABLE}: {type(e).__name__}: {e}")
-    text = header(reg, table)
-    out = argv[1]
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    try:
-        with open(out, encoding="utf-8") as f:
-            if f.read() == text:
-                return 0  # unchanged: keep its time stamp, so nothing rebuilds
-    except OSError:
-        pass
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(text)
-    return 0
+    return gen_channels.write_if_changed(argv[1], header(reg, table))
 
 
 if __name__ == "__main__":
