@@ -407,3 +407,24 @@ def test_one_session_feeds_every_sink(fake, recording_handler):
     assert fams["sysprof_cpu_busy_ratio_max"][1][("sysprof_cpu_busy_ratio_max", ())] == 0.145
     prof.stop()
     assert session.closed and session.pump() is None and sysp.stats["rows_drained"] == 2
+
+
+def test_raising_handler_with_warnings_as_errors_does_not_stop_the_others(fake, recording_handler):
+    """Warnings made errors (-W error, pytest's filterwarnings): the broken handler's RuntimeWarning must not
+    raise out of the report, which took Composer's sink out of the session (no handler got a row again)."""
+    sampler, clock = fake
+
+    class Broken(type(recording_handler)):
+        def process_counter_event(self, **kw):
+            raise ValueError("nope")
+
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[Broken(), recording_handler])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof.start()
+        sampler.rows = [(T0 + MS, ROW)]
+        prof.system_profiler._drain()
+        sampler.rows = [(T0 + 2 * MS, ROW)]
+        prof.stop()
+    assert prof.system_profiler.session.failures == {}
+    assert _calls(recording_handler) == _expected(T0 + MS) + _expected(T0 + 2 * MS)
