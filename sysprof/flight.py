@@ -805,7 +805,7 @@ class FlightRecorder:
         self._requests: collections.deque = collections.deque()  # (kind, reason, at_ns) from any thread
         self._pending: List[_Pending] = []
         self._last_at: Optional[int] = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a stop from a signal handler may re-enter a feed)
         self._jobs: "queue.Queue" = queue.Queue()
         self._queued = 0
         self._worker: Optional[threading.Thread] = None

@@ -428,3 +428,26 @@ def test_raising_handler_with_warnings_as_errors_does_not_stop_the_others(fake, 
         prof.stop()
     assert prof.system_profiler.session.failures == {}
     assert _calls(recording_handler) == _expected(T0 + MS) + _expected(T0 + 2 * MS)
+
+
+def test_stop_from_a_handler_that_interrupted_a_drain_on_the_training_thread(fake, recording_handler):
+    """A stop (a signal handler's) while the training thread's drain calls the handlers (Composer's sink's lock
+    held): the final drain re-enters the sink on the same thread; a plain lock deadlocked there."""
+    sampler, clock = fake
+
+    class Stopping(type(recording_handler)):
+        def process_counter_event(self, **kw):
+            super().process_counter_event(**kw)
+            if len(self.calls) == 1:
+                prof.system_profiler.close(None, None)
+
+    stopping = Stopping()
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[stopping, recording_handler])
+    prof.system_profiler.drain_interval_seconds = 3600  # only the drains asked here
+    prof.start()
+    sampler.rows = [(T0 + MS, ROW)]
+    training = threading.Thread(target=prof.system_profiler._drain, daemon=True)
+    training.start()
+    training.join(60)  # a bound on a deadlock, not a timing
+    assert not training.is_alive() and prof.system_profiler.session.closed and not sampler.running
+    assert _calls(stopping)[0] == ("cpu", ("cpu",), T0 + MS, {"cpu_percent": 12.5})

@@ -207,11 +207,17 @@ class Session:
             events = self._events(batch, _stop_ns)
             chunk = Chunk(batch, events, time.time_ns(), _stop_ns is not None, cycle_end)
             for sink in self.sinks:
+                if self._closed.is_set():  # a stop inside this pump (a signal handler's) closed the sinks
+                    return chunk
                 if id(sink) not in self._failed:
                     try:
                         sink.take(chunk)
                     except Exception as e:  # noqa: BLE001 - one sink never stops the others
+                        if self._closed.is_set():  # closed under it by that stop: not the sink's failure
+                            return chunk
                         self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
+            if self._closed.is_set():
+                return chunk
             now = time.monotonic()
             if _stop_ns is None and now - self._last_flush >= self.flush_period:
                 self._last_flush = now
@@ -299,8 +305,8 @@ class Session:
             return None
         self._stopped.set()
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if thread is not None and thread is not threading.current_thread() and not self._pumping_here():
+            thread.join()  # (not from inside a pump of this thread: the drain thread may wait for its lock)
         with self._lock:
             if self._closed.is_set():
                 return None
@@ -330,6 +336,13 @@ class Session:
                     self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
             self._closed.set()
             return args
+
+    def _pumping_here(self) -> bool:
+        """Whether this thread is inside :meth:`pump` (holds the lock): a stop from a signal handler that
+        interrupted a pump, or from a sink or hook. The drain thread then ends by itself (it finds the session
+        closed)."""
+        owned = getattr(self._lock, "_is_owned", None)
+        return bool(owned is not None and owned())
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         return self._closed.wait(timeout)
