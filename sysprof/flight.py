@@ -826,6 +826,15 @@ class FlightRecorder:
                 self.failures.append(f"trace: {type(e).__name__}: {e}")
                 self._say(f"sysprof: no flight trace: {type(e).__name__}: {e}")
         _ACTIVE.add(self)
+        from . import forks
+
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker) inherits the parent's recorder but not its feeding: nothing
+        there would ever write a dump it asked for, so :func:`dump` no longer reaches it (and says so)."""
+        _ACTIVE.discard(self)
+        self.closed = True
 
     # ---- the feeding thread ----
     def ts(self, t_ns: int):
