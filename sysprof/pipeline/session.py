@@ -10,7 +10,9 @@ sink with the stop event's arguments (:meth:`stop_args` plus the owner's).
 
 Failure rule: a producer or sink that raises is taken out of the stream (its error kept in :attr:`failures`,
 ``on_failure`` told once); the others go on, and a failed sink is still closed at the stop. Nothing raises from
-the drain thread; :meth:`pump` and :meth:`stop` raise nothing a sink did.
+the drain thread; :meth:`pump` and :meth:`stop` raise nothing a sink did. A stop from inside a pump (a signal
+handler that interrupted the owner's pump, a sink, a hook) closes the sinks there and then, without waiting for
+the drain thread; the interrupted pump feeds nobody after it.
 """
 from __future__ import annotations
 
