@@ -805,7 +805,7 @@ class FlightRecorder:
         self._requests: collections.deque = collections.deque()  # (kind, reason, at_ns) from any thread
         self._pending: List[_Pending] = []
         self._last_at: Optional[int] = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a stop from a signal handler may re-enter a feed)
         self._jobs: "queue.Queue" = queue.Queue()
         self._queued = 0
         self._worker: Optional[threading.Thread] = None
@@ -826,6 +826,15 @@ class FlightRecorder:
                 self.failures.append(f"trace: {type(e).__name__}: {e}")
                 self._say(f"sysprof: no flight trace: {type(e).__name__}: {e}")
         _ACTIVE.add(self)
+        from . import forks
+
+        forks.register(self)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker) inherits the parent's recorder but not its feeding: nothing
+        there would ever write a dump it asked for, so :func:`dump` no longer reaches it (and says so)."""
+        _ACTIVE.discard(self)
+        self.closed = True
 
     # ---- the feeding thread ----
     def ts(self, t_ns: int):

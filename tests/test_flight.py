@@ -280,6 +280,30 @@ def test_dump_reaches_the_recorders_of_this_process(tmp_path):
     assert sysprof.dump("no one") is False  # closed: no recorder left (not run under record either)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_dump_in_a_forked_child_is_heard_by_nobody(tmp_path):
+    """A forked child (a DataLoader worker) inherits the parent's recorder, which nothing there feeds: its dump()
+    said True for a dump never written. The parent's still hears its own."""
+    rec = _recorder(tmp_path)
+    _feed(rec, 0, 100)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(w, b"1" if sysprof.dump("in the worker") else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"0"
+    assert sysprof.dump("in the parent") is True
+    rec.feed(_rows(100, 10))
+    rec.close()
+    assert [(d["trigger"], d["reason"]) for d in rec.written] == [("dump", "in the parent")]
+
+
 def test_dump_event_from_the_markers_triggers(tmp_path):
     rec = _recorder(tmp_path)
     rec.feed_events([{"name": DUMP_EVENT, "cat": "sysprof.mark", "ph": "i", "s": "t", "ts": _ts(50), "pid": 7,

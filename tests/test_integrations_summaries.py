@@ -181,6 +181,32 @@ def test_recorder_stops_when_the_watched_call_returns(tmp_path):
     assert TraceData(read_trace(rec.path)).stop["reason"] == "training call ended"
 
 
+def test_recorder_stopped_by_a_handler_that_interrupted_a_summary(tmp_path):
+    """A stop from a signal handler that interrupted the training thread's summaries (the window's lock held):
+    the final drain folds into the same window on the same thread; a plain lock deadlocked there."""
+    import threading
+
+    window = SummaryWindow()
+    rec = Recorder(tmp_path / "s.json", interval=0.005, sources=["cpu", "memory"], summaries=window)
+    rec.start()
+    values = window._values
+
+    def interrupted(*args):  # the handler runs inside take(), the lock held
+        rec.stop("signal")
+        return values(*args)
+
+    window._values = interrupted
+    got = []
+    training = threading.Thread(target=lambda: got.append(window.take()), daemon=True)
+    training.start()
+    training.join(60)  # a bound on a deadlock, not a timing
+    assert not training.is_alive() and rec.wait_closed(0)
+    assert set(got[0]) == {"sysprof/cpu_percent_mean", "sysprof/cpu_percent_max", "sysprof/memory_used_bytes_max",
+                           "sysprof/dataloader_wait_share"}
+    data = TraceData(read_trace(rec.path))
+    assert not data.truncated and data.stop["reason"] == "signal"
+
+
 def test_recorder_killed_mid_way_leaves_a_readable_trace(tmp_path):
     out = tmp_path / "k.json"
     script = textwrap.dedent(f"""

@@ -190,6 +190,21 @@ def test_raising_handler_reported_once_and_others_still_called(recording_handler
     assert [c[0] for c in recording_handler.calls] == ["counter", "counter", "duration", "duration"]
 
 
+def test_raising_handler_with_warnings_as_errors_never_raises_into_training(recording_handler):
+    """Warnings made errors (-W error): the first report's RuntimeWarning must not raise out of the marker."""
+    class Broken(type(recording_handler)):
+        def process_duration_event(self, **kw):
+            raise OSError("disk full")
+
+    prof, _, _ = _bound([Broken(), recording_handler])
+    m = prof.marker("x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with m:
+            pass
+    assert [c[0] for c in recording_handler.calls] == ["duration", "duration"]
+
+
 def test_profiler_rejects_unknown_kwargs_and_warns_on_torch_tracing(monkeypatch):
     import sysprof.profiler.profiler as profiler_mod
 

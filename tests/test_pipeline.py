@@ -182,6 +182,42 @@ def test_the_drain_thread_pumps_and_stops(tmp_path):
     assert got == [1, 2, 3] and sink.chunks[-1].final
 
 
+def test_a_stop_inside_a_pump_while_the_drain_thread_waits_for_it():
+    """A stop from inside a pump on another thread than the drain thread (a signal handler that interrupted the
+    training thread's pump, or a sink) while the drain thread waits for the session's lock: joining that thread
+    deadlocked. The stop closes every sink once, the outer pump feeds no sink after it, the drain thread ends."""
+    import sys
+    import threading
+
+    class StopInside(Keep):
+        def take(self, chunk):
+            super().take(chunk)
+            if threading.current_thread() is not owner or chunk.final:
+                return
+            drain = s._thread
+            while True:  # until the drain thread waits for the lock this pump holds (a state, not a time)
+                frame = sys._current_frames().get(drain.ident)
+                if frame is not None and frame.f_code.co_name == "pump":
+                    break
+                s._stopped.wait(0.001)
+            s.stop({"reason": "signal"})
+
+    first, later = StopInside("first"), Keep("later")
+    sampler = ScriptedSampler([[(5, [1.0, 2.0])], [(6, [1.0, 2.0])]])
+    s = Session(sampler, [first, later], period=0.001, flush_period=3600)
+    owner = threading.Thread(target=s.pump, daemon=True)
+    s.start()
+    drain = s._thread
+    owner.start()
+    owner.join(60)  # a bound on a deadlock, not a timing
+    assert not owner.is_alive() and s.closed
+    drain.join(60)
+    assert not drain.is_alive()
+    assert [c["reason"] for c in first.closed_with] == ["signal"] and len(later.closed_with) == 1
+    assert first.chunks[-1].final and later.chunks[-1].final  # (before it: what the drain thread pumped first)
+    assert sum(c.final for c in first.chunks + later.chunks) == 2 and s.failures == {}
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
 def test_a_forked_child_never_drains_or_writes():
     sink = Keep()

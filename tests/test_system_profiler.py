@@ -407,3 +407,47 @@ def test_one_session_feeds_every_sink(fake, recording_handler):
     assert fams["sysprof_cpu_busy_ratio_max"][1][("sysprof_cpu_busy_ratio_max", ())] == 0.145
     prof.stop()
     assert session.closed and session.pump() is None and sysp.stats["rows_drained"] == 2
+
+
+def test_raising_handler_with_warnings_as_errors_does_not_stop_the_others(fake, recording_handler):
+    """Warnings made errors (-W error, pytest's filterwarnings): the broken handler's RuntimeWarning must not
+    raise out of the report, which took Composer's sink out of the session (no handler got a row again)."""
+    sampler, clock = fake
+
+    class Broken(type(recording_handler)):
+        def process_counter_event(self, **kw):
+            raise ValueError("nope")
+
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[Broken(), recording_handler])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof.start()
+        sampler.rows = [(T0 + MS, ROW)]
+        prof.system_profiler._drain()
+        sampler.rows = [(T0 + 2 * MS, ROW)]
+        prof.stop()
+    assert prof.system_profiler.session.failures == {}
+    assert _calls(recording_handler) == _expected(T0 + MS) + _expected(T0 + 2 * MS)
+
+
+def test_stop_from_a_handler_that_interrupted_a_drain_on_the_training_thread(fake, recording_handler):
+    """A stop (a signal handler's) while the training thread's drain calls the handlers (Composer's sink's lock
+    held): the final drain re-enters the sink on the same thread; a plain lock deadlocked there."""
+    sampler, clock = fake
+
+    class Stopping(type(recording_handler)):
+        def process_counter_event(self, **kw):
+            super().process_counter_event(**kw)
+            if len(self.calls) == 1:
+                prof.system_profiler.close(None, None)
+
+    stopping = Stopping()
+    prof = Profiler(schedule=lambda s: "active", trace_handlers=[stopping, recording_handler])
+    prof.system_profiler.drain_interval_seconds = 3600  # only the drains asked here
+    prof.start()
+    sampler.rows = [(T0 + MS, ROW)]
+    training = threading.Thread(target=prof.system_profiler._drain, daemon=True)
+    training.start()
+    training.join(60)  # a bound on a deadlock, not a timing
+    assert not training.is_alive() and prof.system_profiler.session.closed and not sampler.running
+    assert _calls(stopping)[0] == ("cpu", ("cpu",), T0 + MS, {"cpu_percent": 12.5})

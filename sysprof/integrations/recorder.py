@@ -139,7 +139,7 @@ class Recorder:
         self._summaries: Optional[SummarySink] = None
         self._stopped = threading.Event()  # stopping or stopped
         self._finished = threading.Event()  # the trace is closed
-        self._stop_lock = threading.Lock()
+        self._stop_lock = threading.RLock()  # re-entered by a stop from a signal handler
         # the phases: the hooks append (one clock read, one append), the session's thread pairs them
         self.phases = PhaseLog()
         self.phase_begin = self.phases.begin
@@ -160,7 +160,7 @@ class Recorder:
         (its session forgets its sampler and sinks: sysprof.pipeline)."""
         self._stopped.set()
         self.sampler = self.writer = self.session = None
-        self._stop_lock = threading.Lock()
+        self._stop_lock = threading.RLock()
 
     @property
     def samples(self) -> int:

@@ -162,7 +162,7 @@ class SummaryWindow:
         self.summaries = parse_summaries(summaries)
         self.prefix = prefix
         self.phases = frozenset(s.channel[len(PHASE):] for s in self.summaries if s.stat == "share")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a stop from a signal handler that interrupted a take
         self._plan: List[tuple] = []  # (logged name, column index or phase name, stat)
         self._cols = np.zeros(0, dtype=np.intp)
         self._quantile_cols: List[int] = []

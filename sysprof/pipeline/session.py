@@ -10,7 +10,9 @@ sink with the stop event's arguments (:meth:`stop_args` plus the owner's).
 
 Failure rule: a producer or sink that raises is taken out of the stream (its error kept in :attr:`failures`,
 ``on_failure`` told once); the others go on, and a failed sink is still closed at the stop. Nothing raises from
-the drain thread; :meth:`pump` and :meth:`stop` raise nothing a sink did.
+the drain thread; :meth:`pump` and :meth:`stop` raise nothing a sink did. A stop from inside a pump (a signal
+handler that interrupted the owner's pump, a sink, a hook) closes the sinks there and then, without waiting for
+the drain thread; the interrupted pump feeds nobody after it.
 """
 from __future__ import annotations
 
@@ -207,11 +209,17 @@ class Session:
             events = self._events(batch, _stop_ns)
             chunk = Chunk(batch, events, time.time_ns(), _stop_ns is not None, cycle_end)
             for sink in self.sinks:
+                if self._closed.is_set():  # a stop inside this pump (a signal handler's) closed the sinks
+                    return chunk
                 if id(sink) not in self._failed:
                     try:
                         sink.take(chunk)
                     except Exception as e:  # noqa: BLE001 - one sink never stops the others
+                        if self._closed.is_set():  # closed under it by that stop: not the sink's failure
+                            return chunk
                         self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
+            if self._closed.is_set():
+                return chunk
             now = time.monotonic()
             if _stop_ns is None and now - self._last_flush >= self.flush_period:
                 self._last_flush = now
@@ -299,8 +307,8 @@ class Session:
             return None
         self._stopped.set()
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        if thread is not None and thread is not threading.current_thread() and not self._pumping_here():
+            thread.join()  # (not from inside a pump of this thread: the drain thread may wait for its lock)
         with self._lock:
             if self._closed.is_set():
                 return None
@@ -330,6 +338,13 @@ class Session:
                     self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
             self._closed.set()
             return args
+
+    def _pumping_here(self) -> bool:
+        """Whether this thread is inside :meth:`pump` (holds the lock): a stop from a signal handler that
+        interrupted a pump, or from a sink or hook. The drain thread then ends by itself (it finds the session
+        closed)."""
+        owned = getattr(self._lock, "_is_owned", None)
+        return bool(owned is not None and owned())
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         return self._closed.wait(timeout)

@@ -94,7 +94,9 @@ class ComposerSink(Sink):
         self.cuda_device = cuda_device
         self.clock_rows = clock_rows if clock_rows is not None else []
         self.log = RecordingLog()
-        self.lock = threading.Lock()  # the log: observed on the training thread, read by the drains
+        # the log: observed on the training thread, read by the drains; re-entered by a stop from a signal handler
+        # that interrupted a drain on the training thread
+        self.lock = threading.RLock()
         self.streams: Dict[int, ChangedEvents] = {}  # id(handler) -> its changes-only state
         self.units: Dict[str, dict] = {}  # a driver sample series -> {series: unit}, shared by its events
         self.pending_refresh: List[dict] = []  # GPU refresh args waiting for a drain while recording

@@ -25,8 +25,9 @@ def report_handler_error(handler: Any, exc: BaseException, what: str) -> None:
     """Report an exception raised by ``handler`` while doing ``what``, once per handler object.
 
     The first failure of each handler is issued as a ``RuntimeWarning`` (and logged with its traceback at ERROR
-    level); later failures of the same handler are logged at DEBUG level only. Callers continue with the other
-    handlers, so one broken custom handler cannot stop sampling or the built-in trace files.
+    level; where warnings are made errors, the log only: this never raises); later failures of the same handler
+    are logged at DEBUG level only. Callers continue with the other handlers, so one broken custom handler cannot
+    stop sampling or the built-in trace files.
     """
     key = id(handler)
     if key in _reported:
@@ -36,7 +37,10 @@ def report_handler_error(handler: Any, exc: BaseException, what: str) -> None:
     msg = (f"sysprof: trace handler {type(handler).__name__} raised {type(exc).__name__}: {exc} in {what}; "
            "the event was skipped for this handler (further errors from it are logged at DEBUG level)")
     log.error(msg, exc_info=exc)
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    try:
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    except Exception:  # noqa: BLE001 - warnings made errors (-W error, filterwarnings): raising would reach
+        pass  # training, or take the other handlers' feed out with this one; the log has it
 
 
 class CounterRows:

@@ -75,7 +75,7 @@ class Window:
         self.slots = int(slots)
         self._step_ns = max(1, int(round(self.window * 1e9 / self.slots)))
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (a stop from a signal handler may re-enter a fold)
         held = self.slots + 1  # the whole sub-windows of the window, and the current one
         self._ids = np.full(held, -1, dtype=np.int64)  # the sub-window each slot holds (-1: none)
         self._max = np.full((held, width), np.nan)
