@@ -132,6 +132,7 @@ class Session:
         self._closed = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._last_flush = 0.0
+        self._pumping: Optional[int] = None  # the thread inside pump() (holding the lock), else None
         self._hooks: List[Callable[[Chunk], None]] = []
         forks.register(self)
 
@@ -143,6 +144,7 @@ class Session:
         self._thread = None
         self.sinks, self.producers = [], []
         self._lock = threading.RLock()
+        self._pumping = None
 
     # ---- assembly ----
     def add_sink(self, sink: Sink) -> Sink:
@@ -197,39 +199,46 @@ class Session:
     def pump(self, *, cycle_end: bool = False, _stop_ns: Optional[int] = None) -> Optional[Chunk]:
         """Drain once and feed every sink; returns the chunk (None when the session has no sampler or is closed)."""
         with self._lock:
-            sampler = self.sampler
-            if sampler is None or self._closed.is_set():
-                return None
+            outer, self._pumping = self._pumping, threading.get_ident()
             try:
-                batch = sampler.drain()
-            except Exception as e:  # noqa: BLE001 - e.g. a sampler already torn down: no rows this time
-                self._fail("sampler", sampler, e)
-                batch = _Empty()
-            self.rows += len(batch)
-            events = self._events(batch, _stop_ns)
-            chunk = Chunk(batch, events, time.time_ns(), _stop_ns is not None, cycle_end)
-            for sink in self.sinks:
-                if self._closed.is_set():  # a stop inside this pump (a signal handler's) closed the sinks
-                    return chunk
-                if id(sink) not in self._failed:
-                    try:
-                        sink.take(chunk)
-                    except Exception as e:  # noqa: BLE001 - one sink never stops the others
-                        if self._closed.is_set():  # closed under it by that stop: not the sink's failure
-                            return chunk
-                        self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
-            if self._closed.is_set():
+                return self._pump(cycle_end, _stop_ns)
+            finally:
+                self._pumping = outer
+
+    def _pump(self, cycle_end: bool, _stop_ns: Optional[int]) -> Optional[Chunk]:
+        sampler = self.sampler
+        if sampler is None or self._closed.is_set():
+            return None
+        try:
+            batch = sampler.drain()
+        except Exception as e:  # noqa: BLE001 - e.g. a sampler already torn down: no rows this time
+            self._fail("sampler", sampler, e)
+            batch = _Empty()
+        self.rows += len(batch)
+        events = self._events(batch, _stop_ns)
+        chunk = Chunk(batch, events, time.time_ns(), _stop_ns is not None, cycle_end)
+        for sink in self.sinks:
+            if self._closed.is_set():  # a stop inside this pump (a signal handler's) closed the sinks
                 return chunk
-            now = time.monotonic()
-            if _stop_ns is None and now - self._last_flush >= self.flush_period:
-                self._last_flush = now
-                self.flush()
-            for hook in self._hooks:
+            if id(sink) not in self._failed:
                 try:
-                    hook(chunk)
-                except Exception as e:  # noqa: BLE001
-                    self._fail("hook", hook, e)
+                    sink.take(chunk)
+                except Exception as e:  # noqa: BLE001 - one sink never stops the others
+                    if self._closed.is_set():  # closed under it by that stop: not the sink's failure
+                        return chunk
+                    self._fail(getattr(sink, "name", type(sink).__name__), sink, e)
+        if self._closed.is_set():
             return chunk
+        now = time.monotonic()
+        if _stop_ns is None and now - self._last_flush >= self.flush_period:
+            self._last_flush = now
+            self.flush()
+        for hook in self._hooks:
+            try:
+                hook(chunk)
+            except Exception as e:  # noqa: BLE001
+                self._fail("hook", hook, e)
+        return chunk
 
     def _events(self, batch: Any, stop_ns: Optional[int]) -> list:
         lists = []
@@ -343,8 +352,7 @@ class Session:
         """Whether this thread is inside :meth:`pump` (holds the lock): a stop from a signal handler that
         interrupted a pump, or from a sink or hook. The drain thread then ends by itself (it finds the session
         closed)."""
-        owned = getattr(self._lock, "_is_owned", None)
-        return bool(owned is not None and owned())
+        return self._pumping == threading.get_ident()
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         return self._closed.wait(timeout)
