@@ -121,7 +121,14 @@ def test_report_finds_the_full_rate_means_and_amounts(tmp_path):
     full = TraceData(load_events(paths[1]))
     assert full.sample_ns.tolist() == _rows(0, 100).timestamps_ns.tolist()
     assert full.series["cpu/percent"][1].tolist()[:-1] == list(range(100))  # every row as sampled, then NaN
-    dec, full = (json.loads(run_cli("report", "--json", p).stdout)["channels"] for p in paths)
+    reports = [json.loads(run_cli("report", "--json", p).stdout) for p in paths]
+    # the rule each trace was decimated by (CH: cpu and the disk's rate averaged, the total at the row, the mask OR-ed)
+    assert [r["decimation"] for r in reports] == [
+        {"every_s": every, "sampled_interval_s": 0.01, "modes": {"at": 1, "mean": 2, "any": 1}} for every in (0.1, 0.01)]
+    assert ("decimated:  a row per 100 ms of a recording at 10 ms: 2 rates and gauges as time-weighted means over "
+            "the span, 1 totals and identities at the row, 1 bit masks OR-ed (min, p95 and max of the means are over "
+            "span means)") in run_cli("report", paths[0]).stdout.splitlines()
+    dec, full = (r["channels"] for r in reports)
     assert full["cpu/percent"]["mean"] == pytest.approx(49.5, rel=1e-12)  # the mean of rows 0 .. 99, 10 ms each
     assert full["disk/sda/read_bytes_per_second"]["amount"] == pytest.approx(4500, rel=1e-12)  # 1000 x 45 x 0.1
     assert full["net/eth0/bytes_recv"]["amount"] == 49500

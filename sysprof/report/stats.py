@@ -210,6 +210,7 @@ def summarize(data: TraceData) -> dict:
         "markers_dropped": stats.get("markers_dropped"),
         "sample_ns_mean": stats.get("sample_ns_mean"),
         "sample_ns_p99": stats.get("sample_ns_p99"),
+        "decimation": _decimation(data.meta.get("decimation")),
         "returncode": returncode,
         "recorded": data.recorded,
         "truncated": data.truncated,
@@ -291,3 +292,13 @@ def channel_filter(patterns):
     def ok(ch):
         return any(fnmatch.fnmatchcase(ch, p) or p in ch for p in patterns)
     return ok
+
+
+def _decimation(d) -> "dict | None":
+    """A decimated trace's rule (``record --flight-trace``'s start event ``decimation``): ``every_s``, the
+    ``sampled_interval_s`` it was decimated from, and how many channels each rule kept; None for a full-rate trace."""
+    if not isinstance(d, dict) or not isinstance(d.get("every_s"), (int, float)):
+        return None
+    modes = d.get("modes") if isinstance(d.get("modes"), dict) else {}
+    return {"every_s": d["every_s"], "sampled_interval_s": d.get("sampled_interval_s"),
+            "modes": {k: v for k, v in modes.items() if isinstance(v, int)}}

@@ -302,6 +302,15 @@ def print_table(s: dict, path: str, show_all: bool) -> None:
         windows = f" ({s['windows']} sampling windows, {s['sampled_s']:.3f} s sampled)"
     out.write(f"samples:    {s['samples']:,} over {s['duration_s']:.3f} s{windows}; effective rate "
               f"{opt(s['effective_rate_hz'], lambda r: f'{r:,.1f} Hz')} ({interval})\n")
+    dec = s.get("decimation")
+    if dec:  # record --flight-trace: a row per span of a faster recording
+        sampled = dec.get("sampled_interval_s")
+        modes = dec.get("modes") or {}
+        out.write(f"decimated:  a row per {format_seconds(dec['every_s'])}"
+                  + (f" of a recording at {format_seconds(sampled)}" if isinstance(sampled, (int, float)) else "")
+                  + f": {modes.get('mean', 0)} rates and gauges as time-weighted means over the span, "
+                  f"{modes.get('at', 0)} totals and identities at the row, {modes.get('any', 0)} bit masks OR-ed "
+                  "(min, p95 and max of the means are over span means)\n")
     if any(s.get(k) is not None for k in ("dropped", "missed_deadlines", "sample_ns_mean")):
         out.write(f"dropped:    {opt(s.get('dropped'), lambda v: f'{int(v):,}')}   missed deadlines: "
                   f"{opt(s.get('missed_deadlines'), lambda v: f'{int(v):,}')}   sample cost: mean "
