@@ -18,6 +18,23 @@ _SCRIPT = os.path.join(os.path.dirname(sys.executable), "sysprof")
 SYSPROF = [_SCRIPT] if os.path.exists(_SCRIPT) else [sys.executable, "-m", "sysprof"]
 
 
+def in_forked_child(check) -> bool:
+    """``check()``'s truth in a forked child (which then ends with ``os._exit``), read back in the parent; False when
+    it raised."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(w, b"1" if check() else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return got == b"1"
+
+
 def run_cli(*args, timeout=60, **kw):
     return subprocess.run(SYSPROF + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, **kw)
 

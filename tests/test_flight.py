@@ -24,7 +24,7 @@ from sysprof.trace.chrome import read_trace
 from sysprof.trace.gpu_events import XID_EVENT, xid_meaning
 from sysprof.trace.load import load_events
 
-from cli_support import SYSPROF, run_cli, wait_for
+from cli_support import SYSPROF, in_forked_child, run_cli, wait_for
 from fake_nvml.support import fake, fake_builds, needs_native  # noqa: F401 - fixtures
 
 T0 = 1_700_000_000_000_000_000  # ns
@@ -286,18 +286,7 @@ def test_dump_in_a_forked_child_is_heard_by_nobody(tmp_path):
     said True for a dump never written. The parent's still hears its own."""
     rec = _recorder(tmp_path)
     _feed(rec, 0, 100)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.write(w, b"1" if sysprof.dump("in the worker") else b"0")
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.close(r)
-    os.waitpid(pid, 0)
-    assert got == b"0"
+    assert not in_forked_child(lambda: sysprof.dump("in the worker"))
     assert sysprof.dump("in the parent") is True
     rec.feed(_rows(100, 10))
     rec.close()

@@ -58,6 +58,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Union
 import numpy as np
 
 from sysprof.pipeline import Sink
+from sysprof.trace.events import SPAN
 
 __all__ = ["Summary", "SummaryWindow", "DEFAULT_SUMMARIES", "STATISTICS", "PREFIX", "QUANTILE_ROWS", "READY_LAG_SHARE",
            "parse_summaries", "SummarySink"]
@@ -369,6 +370,6 @@ class SummarySink(Sink):
     def take(self, chunk) -> None:
         if self.spans is not None:
             for e in chunk.events:
-                if e.kind == "span" and e.cat == self.spans:
+                if e.kind == SPAN and e.cat == self.spans:
                     self.window.add_span(e.name, e.t_ns, e.t_ns + e.dur_ns)
         self.window.add(chunk.batch, snapshot_ns=chunk.t_ns if self.snapshots else None)

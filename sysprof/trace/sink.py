@@ -162,18 +162,15 @@ class TraceSink:
             writer.close()
 
     # ---- a new file (``record --max-size``'s parts) ----
-    def end_file(self) -> list:
-        """The rows that end the current file (each track's last values, so they hold to its end: typed
-        :class:`~sysprof.trace.tracks.CounterRow` values); the next row then writes every track."""
+    def end_file(self) -> None:
+        """End the current file: each track's last values written again, so they hold to its end; the next row then
+        writes every track."""
         if self.rows is not None:
-            out = [(t, k) for t, k in self.rows.finish()]
-            self.rows.changes.reset()
-            for text, count in out:
+            for text, count in self.rows.finish():
                 self.writer.write_encoded(text, count)
-            return []
-        rows = self.builder.new_file_rows()
-        self.writer.write_typed(rows, self.ts)
-        return rows
+            self.rows.changes.reset()
+            return
+        self.writer.write_typed(self.builder.new_file_rows(), self.ts)
 
 
 def _later(make):
